@@ -1,0 +1,255 @@
+//! `tpuport migrate`: run the rewriter over files in parallel, print findings and diffs in a
+//! stable order, write results when asked, and sum up.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Result;
+use rayon::prelude::*;
+
+use super::files::{self, FileIssue};
+use super::render;
+use super::{Outcome, RuleIndex, RuleSet, Settings, migrate_source};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Findings plus a diff; nothing written.
+    Preview,
+    /// Only the diff (a patch on stdout).
+    Diff,
+    /// Only findings; exit 1 if anything would change or is reported.
+    Check,
+    /// Write the changes.
+    Write,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+pub struct Options {
+    pub paths: Vec<PathBuf>,
+    pub mode: Mode,
+    pub format: Format,
+    pub settings: Settings,
+    pub no_ignore: bool,
+    pub max_file_size: u64,
+    pub quiet: bool,
+}
+
+/// Exit statuses of `tpuport migrate`.
+pub const EXIT_CLEAN: u8 = 0;
+pub const EXIT_FINDINGS: u8 = 1;
+pub const EXIT_ERROR: u8 = 2;
+
+struct FileReport {
+    outcome: Option<Outcome>,
+    issues: Vec<FileIssue>,
+    /// Findings / diff, ready to print.
+    text: String,
+    json: Vec<serde_json::Value>,
+    hidden_unsafe: usize,
+}
+
+#[derive(Default)]
+struct Totals {
+    scanned: usize,
+    parsed: usize,
+    changed: usize,
+    errors: usize,
+    diagnostics: usize,
+    applied: BTreeMap<String, usize>,
+    remaining: BTreeMap<String, usize>,
+    hidden_unsafe: usize,
+}
+
+pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
+    let start = Instant::now();
+    let index = RuleIndex::new(rules);
+    let (paths, walk_issues) = files::discover(&opts.paths, opts.no_ignore);
+    let reports: Vec<FileReport> = paths
+        .par_iter()
+        .map(|p| process(p, rules, &index, opts))
+        .collect();
+
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut totals = Totals::default();
+    let mut json_all: Vec<serde_json::Value> = vec![];
+    let mut issues: Vec<FileIssue> = walk_issues;
+    for r in reports {
+        totals.scanned += 1;
+        totals.hidden_unsafe += r.hidden_unsafe;
+        issues.extend(r.issues);
+        if let Some(o) = &r.outcome {
+            if !o.skipped {
+                totals.parsed += 1;
+            }
+            if o.changed() {
+                totals.changed += 1;
+            }
+            totals.diagnostics += o.diagnostics.len();
+            for (k, v) in &o.applied {
+                *totals.applied.entry(k.clone()).or_default() += v;
+            }
+            for (k, v) in &o.remaining {
+                *totals.remaining.entry(k.clone()).or_default() += v;
+            }
+        }
+        json_all.extend(r.json);
+        if !r.text.is_empty() {
+            out.write_all(r.text.as_bytes())?;
+        }
+    }
+    totals.errors = issues.len();
+    if opts.format == Format::Json {
+        serde_json::to_writer_pretty(&mut out, &json_all)?;
+        writeln!(out)?;
+    }
+    out.flush()?;
+    drop(out);
+
+    let mut err = std::io::stderr().lock();
+    for i in &issues {
+        writeln!(err, "error: {i}")?;
+    }
+    if !opts.quiet {
+        summary(&mut err, &totals, opts, start.elapsed().as_secs_f64())?;
+    }
+    let findings = match opts.mode {
+        Mode::Write => totals.remaining.values().sum::<usize>() > 0,
+        _ => totals.changed > 0 || totals.diagnostics > 0,
+    };
+    Ok(if totals.errors > 0 {
+        EXIT_ERROR
+    } else if findings {
+        EXIT_FINDINGS
+    } else {
+        EXIT_CLEAN
+    })
+}
+
+fn process(path: &PathBuf, rules: &RuleSet, index: &RuleIndex, opts: &Options) -> FileReport {
+    let mut report = FileReport {
+        outcome: None,
+        issues: vec![],
+        text: String::new(),
+        json: vec![],
+        hidden_unsafe: 0,
+    };
+    let source = match files::read_source(path, opts.max_file_size) {
+        Ok(s) => s,
+        Err(e) => {
+            report.issues.push(e);
+            return report;
+        }
+    };
+    let display = path.display().to_string();
+    let outcome = migrate_source(&source.text, rules, index, opts.settings);
+    let required = opts.settings.required();
+    for e in &outcome.syntax_errors {
+        report.issues.push(FileIssue {
+            path: path.clone(),
+            location: Some(render::location(&source.text, e.range)),
+            message: format!(
+                "syntax error: {}; fix it and run again (the rest of the file was still migrated)",
+                e.message
+            ),
+        });
+    }
+    if let Some(msg) = &outcome.internal_error {
+        report.issues.push(FileIssue {
+            path: path.clone(),
+            location: None,
+            message: format!("internal error: {msg}"),
+        });
+    }
+    report.hidden_unsafe = outcome
+        .diagnostics
+        .iter()
+        .filter(|d| d.fix.as_ref().is_some_and(|f| !f.applies(required)))
+        .count();
+    match opts.format {
+        Format::Json => {
+            for d in render::json_diagnostics(&display, &source.text, &outcome.diagnostics, rules, required) {
+                report.json.push(serde_json::to_value(d).unwrap_or_default());
+            }
+        }
+        Format::Text => {
+            if opts.mode != Mode::Diff {
+                report.text.push_str(&render::diagnostics_text(
+                    &display,
+                    &source.text,
+                    &outcome.diagnostics,
+                    rules,
+                    required,
+                    !opts.quiet,
+                ));
+            }
+            if matches!(opts.mode, Mode::Preview | Mode::Diff) {
+                if let Some(new) = &outcome.output {
+                    report.text.push_str(&render::unified_diff(&display, &source.text, new));
+                }
+            }
+        }
+    }
+    if opts.mode == Mode::Write {
+        if let Some(new) = &outcome.output {
+            let mut bytes = Vec::with_capacity(new.len() + 3);
+            if source.bom {
+                bytes.extend_from_slice(b"\xEF\xBB\xBF");
+            }
+            bytes.extend_from_slice(new.as_bytes());
+            if let Err(e) = files::write_atomic(path, &bytes) {
+                report.issues.push(FileIssue {
+                    path: path.clone(),
+                    location: None,
+                    message: format!("cannot write: {e}; the file was left as it was"),
+                });
+            }
+        }
+    }
+    report.outcome = Some(outcome);
+    report
+}
+
+fn summary(w: &mut impl Write, t: &Totals, opts: &Options, secs: f64) -> std::io::Result<()> {
+    let fixed: usize = t.applied.values().sum();
+    let left: usize = t.remaining.values().sum();
+    let verb = if opts.mode == Mode::Write { "changed" } else { "would change" };
+    writeln!(w)?;
+    writeln!(
+        w,
+        "tpuport migrate: {} files scanned ({} parsed), {} {verb}, {} with errors, in {:.2}s",
+        t.scanned, t.parsed, t.changed, t.errors, secs
+    )?;
+    if fixed > 0 {
+        let word = if opts.mode == Mode::Write { "applied" } else { "to apply" };
+        writeln!(w, "  fixes {word}: {fixed}  ({})", by_rule(&t.applied))?;
+    }
+    if left > 0 {
+        writeln!(w, "  left for manual work: {left}  ({})", by_rule(&t.remaining))?;
+    }
+    if t.hidden_unsafe > 0 && !opts.settings.unsafe_fixes {
+        writeln!(
+            w,
+            "  {} unsafe fixes hidden: review them and enable with --unsafe-fixes",
+            t.hidden_unsafe
+        )?;
+    }
+    if fixed > 0 && matches!(opts.mode, Mode::Preview | Mode::Check) {
+        writeln!(w, "  run with --write to apply the fixes")?;
+    }
+    Ok(())
+}
+
+fn by_rule(m: &BTreeMap<String, usize>) -> String {
+    m.iter()
+        .map(|(k, v)| format!("{k} ×{v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

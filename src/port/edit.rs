@@ -1,0 +1,144 @@
+//! Edits and fixes: minimal byte-range replacements on the original text.
+//!
+//! Everything outside an edit stays byte-identical. Fixes are applied in order of their first
+//! edit; a fix that overlaps one already applied is skipped (it is retried on the next pass of
+//! the fix loop, against the new text), so overlaps resolve the same way every time.
+
+use ruff_text_size::{TextRange, TextSize};
+
+use super::rules::FixClass;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edit {
+    pub range: TextRange,
+    pub content: String,
+}
+
+impl Edit {
+    pub fn replace(range: TextRange, content: impl Into<String>) -> Edit {
+        Edit {
+            range,
+            content: content.into(),
+        }
+    }
+    pub fn delete(range: TextRange) -> Edit {
+        Edit::replace(range, "")
+    }
+    pub fn insert(at: TextSize, content: impl Into<String>) -> Edit {
+        Edit::replace(TextRange::empty(at), content)
+    }
+}
+
+/// A set of edits that belong together, and how far they may be trusted.
+#[derive(Debug, Clone)]
+pub struct Fix {
+    pub edits: Vec<Edit>,
+    pub applicability: FixClass,
+    /// Top-level modules that must be imported for the edits to work (`torch`).
+    pub imports: Vec<String>,
+}
+
+impl Fix {
+    pub fn range(&self) -> TextRange {
+        let start = self.edits.iter().map(|e| e.range.start()).min().unwrap_or_default();
+        let end = self.edits.iter().map(|e| e.range.end()).max().unwrap_or_default();
+        TextRange::new(start, end)
+    }
+
+    /// Does this fix apply when fixes of class `required` or better are wanted?
+    pub fn applies(&self, required: FixClass) -> bool {
+        self.applicability >= required
+    }
+}
+
+/// Apply non-overlapping fixes; returns the new text and the indices of the fixes applied.
+pub fn apply_fixes(source: &str, fixes: &[(usize, &Fix)]) -> (String, Vec<usize>) {
+    let mut order: Vec<&(usize, &Fix)> = fixes.iter().collect();
+    order.sort_by_key(|(i, f)| (f.range().start(), f.range().end(), *i));
+    let mut taken: Vec<TextRange> = vec![];
+    let mut edits: Vec<&Edit> = vec![];
+    let mut applied = vec![];
+    for (idx, fix) in order {
+        let overlaps = fix.edits.iter().any(|e| {
+            taken.iter().any(|t| {
+                // Two insertions at one point, or an edit inside another, conflict.
+                e.range.start() < t.end() && t.start() < e.range.end()
+                    || (e.range.is_empty() || t.is_empty()) && e.range.start() == t.start()
+                    || t.contains_range(e.range) && !t.is_empty()
+                    || e.range.contains_range(*t) && !e.range.is_empty()
+            })
+        });
+        if overlaps {
+            continue;
+        }
+        taken.extend(fix.edits.iter().map(|e| e.range));
+        edits.extend(fix.edits.iter());
+        applied.push(*idx);
+    }
+    (apply_edits(source, edits), applied)
+}
+
+/// Apply edits that are known not to overlap.
+pub fn apply_edits<'e>(source: &str, mut edits: Vec<&'e Edit>) -> String {
+    edits.sort_by_key(|e| (e.range.start(), e.range.end()));
+    let mut out = String::with_capacity(source.len() + 64);
+    let mut last = 0usize;
+    for e in edits {
+        let (s, t) = (usize::from(e.range.start()), usize::from(e.range.end()));
+        if s < last {
+            continue;
+        }
+        out.push_str(&source[last..s]);
+        out.push_str(&e.content);
+        last = t;
+    }
+    out.push_str(&source[last..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(a: u32, b: u32) -> TextRange {
+        TextRange::new(TextSize::from(a), TextSize::from(b))
+    }
+
+    fn fix(edits: Vec<Edit>) -> Fix {
+        Fix {
+            edits,
+            applicability: FixClass::Safe,
+            imports: vec![],
+        }
+    }
+
+    #[test]
+    fn edits_keep_everything_else() {
+        let src = "a = 'cuda'  # c\r\nb\t= 1\r\n";
+        let f = fix(vec![Edit::replace(r(5, 9), "tpu")]);
+        let (out, applied) = apply_fixes(src, &[(0, &f)]);
+        assert_eq!(out, "a = 'tpu'  # c\r\nb\t= 1\r\n");
+        assert_eq!(applied, vec![0]);
+    }
+
+    #[test]
+    fn overlapping_fixes_resolve_by_position_then_index() {
+        let src = "0123456789";
+        let outer = fix(vec![Edit::replace(r(2, 8), "X")]);
+        let inner = fix(vec![Edit::replace(r(3, 4), "Y")]);
+        let later = fix(vec![Edit::replace(r(8, 9), "Z")]);
+        let (out, applied) = apply_fixes(src, &[(0, &inner), (1, &outer), (2, &later)]);
+        assert_eq!(out, "01XZ9");
+        assert_eq!(applied, vec![1, 2]);
+        // Same input in another order gives the same result.
+        let (out2, _) = apply_fixes(src, &[(2, &later), (1, &outer), (0, &inner)]);
+        assert_eq!(out2, out);
+    }
+
+    #[test]
+    fn applicability_order() {
+        assert!(FixClass::Safe > FixClass::Unsafe && FixClass::Unsafe > FixClass::Manual);
+        let f = fix(vec![]);
+        assert!(f.applies(FixClass::Unsafe));
+    }
+}

@@ -1,0 +1,233 @@
+//! Files in and out: finding Python files (respecting .gitignore), reading them with clear
+//! errors for bad input, and writing results atomically.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use ignore::WalkBuilder;
+
+/// A problem with one input file; the run goes on with the others and exits 2.
+#[derive(Debug, Clone)]
+pub struct FileIssue {
+    pub path: PathBuf,
+    /// `line:col` where known.
+    pub location: Option<String>,
+    pub message: String,
+}
+
+impl std::fmt::Display for FileIssue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.location {
+            Some(loc) => write!(f, "{}:{loc}: {}", self.path.display(), self.message),
+            None => write!(f, "{}: {}", self.path.display(), self.message),
+        }
+    }
+}
+
+fn issue(path: &Path, message: impl Into<String>) -> FileIssue {
+    FileIssue {
+        path: path.to_path_buf(),
+        location: None,
+        message: message.into(),
+    }
+}
+
+/// Expand the command-line paths into Python files, in a stable order.
+/// Directories are walked with .gitignore/.ignore rules and hidden files skipped (unless
+/// `no_ignore`); a file named explicitly is always taken.
+pub fn discover(paths: &[PathBuf], no_ignore: bool) -> (Vec<PathBuf>, Vec<FileIssue>) {
+    let mut files = vec![];
+    let mut issues = vec![];
+    for p in paths {
+        match fs::metadata(p) {
+            Err(e) => {
+                issues.push(issue(p, describe_io(&e, "cannot open")));
+                continue;
+            }
+            Ok(m) if m.is_file() => {
+                files.push(p.clone());
+                continue;
+            }
+            Ok(m) if !m.is_dir() => {
+                issues.push(issue(p, "not a regular file or folder; pass .py files or folders"));
+                continue;
+            }
+            Ok(_) => {}
+        }
+        let walker = WalkBuilder::new(p)
+            .follow_links(true)
+            .require_git(false)
+            .standard_filters(!no_ignore)
+            .build();
+        for entry in walker {
+            match entry {
+                Ok(e) => {
+                    let is_py = e.path().extension().is_some_and(|x| x == "py");
+                    if is_py && e.file_type().is_some_and(|t| t.is_file()) {
+                        files.push(e.into_path());
+                    }
+                }
+                Err(err) => issues.push(walk_issue(p, err)),
+            }
+        }
+    }
+    files.sort();
+    files.dedup();
+    (files, issues)
+}
+
+fn walk_issue(root: &Path, err: ignore::Error) -> FileIssue {
+    let mut path = root.to_path_buf();
+    let mut e = &err;
+    loop {
+        match e {
+            ignore::Error::WithPath { path: p, err } => {
+                path = p.clone();
+                e = err;
+            }
+            ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => e = err,
+            ignore::Error::Loop { child, ancestor } => {
+                return issue(
+                    child,
+                    format!(
+                        "symbolic link loop (points back to {}); remove the link or exclude it in .gitignore",
+                        ancestor.display()
+                    ),
+                );
+            }
+            ignore::Error::Io(io) => return issue(&path, describe_io(io, "cannot read")),
+            other => return issue(&path, format!("{other}")),
+        }
+    }
+}
+
+fn describe_io(e: &std::io::Error, what: &str) -> String {
+    use std::io::ErrorKind::*;
+    let hint = match e.kind() {
+        NotFound => "check the path",
+        PermissionDenied => "check the file's permissions",
+        _ if e.raw_os_error() == Some(40) => "a symbolic link loop; fix or remove the link",
+        _ => "check that the path is readable",
+    };
+    format!("{what}: {e}; {hint}")
+}
+
+/// A readable UTF-8 Python source.
+pub struct Source {
+    /// The text without a leading BOM.
+    pub text: String,
+    pub bom: bool,
+}
+
+/// Read a file, refusing what is not UTF-8 Python text, with a message that says what to do.
+pub fn read_source(path: &Path, max_bytes: u64) -> Result<Source, FileIssue> {
+    let meta = fs::metadata(path).map_err(|e| issue(path, describe_io(&e, "cannot open")))?;
+    if meta.len() > max_bytes {
+        return Err(issue(
+            path,
+            format!(
+                "file is {} MB, over the {} MB limit; it is probably generated or data: exclude it, or raise the limit with --max-file-size",
+                meta.len() / 1_000_000,
+                max_bytes / 1_000_000
+            ),
+        ));
+    }
+    let bytes = fs::read(path).map_err(|e| issue(path, describe_io(&e, "cannot read")))?;
+    if let Some(pos) = bytes.iter().position(|b| *b == 0) {
+        let (l, c) = line_col_bytes(&bytes, pos);
+        return Err(FileIssue {
+            path: path.to_path_buf(),
+            location: Some(format!("{l}:{c}")),
+            message: "binary file (contains a NUL byte), not Python source; exclude it".into(),
+        });
+    }
+    let (bom, body) = match bytes.strip_prefix(b"\xEF\xBB\xBF") {
+        Some(rest) => (true, rest.to_vec()),
+        None => (false, bytes),
+    };
+    match String::from_utf8(body) {
+        Ok(text) => Ok(Source { text, bom }),
+        Err(e) => {
+            let pos = e.utf8_error().valid_up_to();
+            let (l, c) = line_col_bytes(e.as_bytes(), pos);
+            Err(FileIssue {
+                path: path.to_path_buf(),
+                location: Some(format!("{l}:{c}")),
+                message: "not valid UTF-8; re-encode the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)".into(),
+            })
+        }
+    }
+}
+
+fn line_col_bytes(bytes: &[u8], pos: usize) -> (usize, usize) {
+    let before = &bytes[..pos];
+    let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+    let start = before.iter().rposition(|b| *b == b'\n').map(|i| i + 1).unwrap_or(0);
+    let col = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
+    (line, col)
+}
+
+/// Write `contents` to `path` atomically: a temporary file in the same folder, the original's
+/// permissions, then a rename. The original is never half-written.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let perms = fs::metadata(path)?.permissions();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tpuport-")
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(contents)?;
+    tmp.as_file().sync_all()?;
+    fs::set_permissions(tmp.path(), perms)?;
+    // Write through a symlink to its target rather than replacing the link.
+    let target = fs::canonicalize(path)?;
+    tmp.persist(&target).map_err(|e| e.error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_inputs_are_explained() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("a.py");
+        fs::write(&bin, b"x = 1\ny\x00z\n").unwrap();
+        let e = read_source(&bin, 1 << 20).err().unwrap();
+        assert_eq!(e.location.as_deref(), Some("2:2"));
+        assert!(e.message.contains("NUL"));
+
+        let latin = dir.path().join("b.py");
+        fs::write(&latin, b"# caf\xe9\n").unwrap();
+        let e = read_source(&latin, 1 << 20).err().unwrap();
+        assert_eq!(e.location.as_deref(), Some("1:6"));
+        assert!(e.message.contains("UTF-8"));
+
+        let big = dir.path().join("c.py");
+        fs::write(&big, vec![b'#'; 2000]).unwrap();
+        assert!(read_source(&big, 1000).err().unwrap().message.contains("--max-file-size"));
+
+        let bom = dir.path().join("d.py");
+        fs::write(&bom, b"\xEF\xBB\xBFx = 1\n").unwrap();
+        let s = read_source(&bom, 1 << 20).unwrap();
+        assert!(s.bom);
+        assert_eq!(s.text, "x = 1\n");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn atomic_write_keeps_permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("run.py");
+        fs::write(&f, "old").unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o750)).unwrap();
+        write_atomic(&f, b"new").unwrap();
+        assert_eq!(fs::read_to_string(&f).unwrap(), "new");
+        assert_eq!(fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o750);
+        let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1);
+    }
+}

@@ -1,0 +1,216 @@
+//! Keeping imports right after a rewrite: add `import torch` where a replacement needs it and
+//! the file lacks it; remove an import that the rewrite left unused (one that was used before).
+
+use std::collections::HashSet;
+
+use ruff_python_ast::{Expr, Stmt};
+use ruff_text_size::{Ranged, TextRange, TextSize};
+
+use super::checker::delete_statement;
+use super::edit::{Edit, apply_edits};
+use super::parse::parse;
+use super::semantic::{BindingKind, Semantic};
+
+/// Add `import <root>` for each root not already imported at module level, after the leading
+/// block of imports (or after the docstring and `from __future__` imports).
+pub fn add_imports(text: &str, roots: &[String]) -> String {
+    let parsed = parse(text);
+    let sem = Semantic::build(&parsed.module);
+    let missing: Vec<&String> = roots
+        .iter()
+        .filter(|r| {
+            !sem.module_imports()
+                .any(|(name, q)| name == r.as_str() && q == r.as_str())
+        })
+        .collect();
+    if missing.is_empty() {
+        return text.to_string();
+    }
+    let eol = if text.contains("\r\n") { "\r\n" } else { "\n" };
+    let body = &parsed.module.body;
+    let mut at: Option<TextSize> = None;
+    let mut i = 0;
+    if let Some(Stmt::Expr(e)) = body.first() {
+        if matches!(e.value.as_ref(), Expr::StringLiteral(_)) {
+            at = Some(e.end());
+            i = 1;
+        }
+    }
+    while let Some(stmt) = body.get(i) {
+        let is_import = matches!(stmt, Stmt::Import(_) | Stmt::ImportFrom(_));
+        if !is_import {
+            break;
+        }
+        at = Some(stmt.end());
+        i += 1;
+    }
+    let lines: String = missing.iter().map(|r| format!("import {r}{eol}")).collect();
+    match at {
+        None => {
+            // Before the first statement (after a shebang/encoding/comment header).
+            let first = body.first().map(|s| line_start(text, s.start())).unwrap_or(TextSize::from(0));
+            let e = Edit::insert(first, lines);
+            apply_edits(text, vec![&e])
+        }
+        Some(end) => {
+            let le = line_end(text, end);
+            if usize::from(le) >= text.len() && !text.ends_with('\n') {
+                let e = Edit::insert(le, format!("{eol}{}", lines.trim_end()));
+                apply_edits(text, vec![&e])
+            } else {
+                let e = Edit::insert(le + TextSize::try_from(1usize).unwrap(), lines);
+                apply_edits(text, vec![&e])
+            }
+        }
+    }
+}
+
+/// Remove import aliases that are unused now but were used in the original source.
+/// `used_before` holds (bound name, qualified name) of imports the original read at least once.
+pub fn remove_unused(text: &str, used_before: &HashSet<(String, String)>) -> String {
+    let parsed = parse(text);
+    if parsed.has_errors() {
+        return text.to_string();
+    }
+    let sem = Semantic::build(&parsed.module);
+    let counts = sem.use_counts();
+    let unused: HashSet<TextRange> = sem
+        .bindings
+        .iter()
+        .enumerate()
+        .filter(|(i, b)| {
+            counts[*i] == 0
+                && match &b.kind {
+                    BindingKind::Import { qualified } => {
+                        used_before.contains(&(b.name.clone(), qualified.clone()))
+                    }
+                    _ => false,
+                }
+        })
+        .map(|(_, b)| b.range)
+        .collect();
+    if unused.is_empty() {
+        return text.to_string();
+    }
+    let mut edits = vec![];
+    collect_removals(text, &parsed.module.body, &unused, &mut edits);
+    apply_edits(text, edits.iter().collect())
+}
+
+/// Used-by-name imports of a module: (bound name, qualified name).
+pub fn used_imports(sem: &Semantic) -> HashSet<(String, String)> {
+    let counts = sem.use_counts();
+    sem.bindings
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| match &b.kind {
+            BindingKind::Import { qualified } if counts[i] > 0 => {
+                Some((b.name.clone(), qualified.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn collect_removals(text: &str, body: &[Stmt], unused: &HashSet<TextRange>, out: &mut Vec<Edit>) {
+    let only = body.len() == 1;
+    for stmt in body {
+        let aliases: Option<Vec<TextRange>> = match stmt {
+            Stmt::Import(i) => Some(i.names.iter().map(|a| a.range).collect()),
+            Stmt::ImportFrom(i) => Some(i.names.iter().map(|a| a.range).collect()),
+            _ => None,
+        };
+        if let Some(aliases) = aliases {
+            let dead: Vec<usize> = (0..aliases.len()).filter(|i| unused.contains(&aliases[*i])).collect();
+            if dead.is_empty() {
+                continue;
+            }
+            if dead.len() == aliases.len() {
+                out.push(delete_statement(text, stmt.range(), only));
+            } else {
+                // Delete each dead alias with its separator (never two adjacent ones at once).
+                let mut taken: Vec<TextRange> = vec![];
+                for &d in &dead {
+                    let r = if d + 1 < aliases.len() {
+                        TextRange::new(aliases[d].start(), aliases[d + 1].start())
+                    } else {
+                        TextRange::new(aliases[d - 1].end(), aliases[d].end())
+                    };
+                    if taken.iter().all(|t| t.end() <= r.start() || r.end() <= t.start()) {
+                        taken.push(r);
+                        out.push(Edit::delete(r));
+                    }
+                }
+            }
+            continue;
+        }
+        for child in child_bodies(stmt) {
+            collect_removals(text, child, unused, out);
+        }
+    }
+}
+
+fn child_bodies(stmt: &Stmt) -> Vec<&[Stmt]> {
+    match stmt {
+        Stmt::FunctionDef(f) => vec![&f.body],
+        Stmt::ClassDef(c) => vec![&c.body],
+        Stmt::For(f) => vec![&f.body, &f.orelse],
+        Stmt::While(w) => vec![&w.body, &w.orelse],
+        Stmt::If(i) => {
+            let mut v: Vec<&[Stmt]> = vec![&i.body];
+            v.extend(i.elif_else_clauses.iter().map(|c| c.body.as_slice()));
+            v
+        }
+        Stmt::With(w) => vec![&w.body],
+        Stmt::Try(t) => {
+            let mut v: Vec<&[Stmt]> = vec![&t.body, &t.orelse, &t.finalbody];
+            for h in &t.handlers {
+                let ruff_python_ast::ExceptHandler::ExceptHandler(h) = h;
+                v.push(&h.body);
+            }
+            v
+        }
+        _ => vec![],
+    }
+}
+
+fn line_start(text: &str, at: TextSize) -> TextSize {
+    let s = usize::from(at);
+    let i = text[..s].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    TextSize::try_from(i).unwrap()
+}
+
+fn line_end(text: &str, at: TextSize) -> TextSize {
+    let s = usize::from(at);
+    let i = text[s..].find('\n').map(|i| i + s).unwrap_or(text.len());
+    TextSize::try_from(i).unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adds_after_leading_imports() {
+        let src = "\"\"\"Doc.\"\"\"\nimport os\nfrom torch import cuda\n\nx = 1\n";
+        assert_eq!(
+            add_imports(src, &["torch".into()]),
+            "\"\"\"Doc.\"\"\"\nimport os\nfrom torch import cuda\nimport torch\n\nx = 1\n"
+        );
+        let src = "#!/usr/bin/env python\nx = 1\n";
+        assert_eq!(add_imports(src, &["torch".into()]), "#!/usr/bin/env python\nimport torch\nx = 1\n");
+        let src = "import torch as T\nx = 1\n";
+        assert_eq!(add_imports(src, &["torch".into()]), "import torch as T\nimport torch\nx = 1\n");
+        assert_eq!(add_imports("import torch\n", &["torch".into()]), "import torch\n");
+        assert_eq!(add_imports("import os\r\nx=1\r\n", &["torch".into()]), "import os\r\nimport torch\r\nx=1\r\n");
+    }
+
+    #[test]
+    fn removes_only_what_was_used_before() {
+        let before: HashSet<(String, String)> = [("cuda".to_string(), "torch.cuda".to_string())].into();
+        let src = "import os\nfrom torch import cuda, nn\nimport torch\nx = nn\n";
+        assert_eq!(remove_unused(src, &before), "import os\nfrom torch import nn\nimport torch\nx = nn\n");
+        let src = "def f():\n    from torch import cuda\n";
+        assert_eq!(remove_unused(src, &before), "def f():\n    pass\n");
+    }
+}

@@ -1,0 +1,201 @@
+//! The source rewriter behind `tpuport migrate`: parse → resolve qualified names → match rules
+//! → edits → patch and diagnostics.
+//!
+//! [`migrate_source`] runs the fix loop on one file's text: apply the non-overlapping fixes,
+//! re-parse, match again, until nothing changes; then drop imports the rewrite left unused and
+//! add `import torch` where a replacement needs it. The result must parse (or, for a file that
+//! already had syntax errors, must not get worse): otherwise the file is left untouched and an
+//! internal error names the rules involved.
+
+pub mod checker;
+pub mod driver;
+pub mod edit;
+pub mod files;
+pub mod imports;
+pub mod parse;
+pub mod render;
+pub mod rules;
+pub mod semantic;
+pub mod template;
+
+use std::collections::BTreeMap;
+
+pub use checker::{Diagnostic, RuleIndex};
+pub use rules::{FixClass, RuleSet};
+
+use semantic::Semantic;
+
+/// At most this many rounds of the fix loop (nested matches need one round per level).
+const MAX_ROUNDS: usize = 16;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Settings {
+    /// Apply fixes of class `unsafe` too.
+    pub unsafe_fixes: bool,
+}
+
+impl Settings {
+    pub fn required(&self) -> FixClass {
+        if self.unsafe_fixes {
+            FixClass::Unsafe
+        } else {
+            FixClass::Safe
+        }
+    }
+}
+
+/// What happened to one file's text.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Findings on the original text (their ranges refer to it).
+    pub diagnostics: Vec<Diagnostic>,
+    /// The rewritten text, if anything changed.
+    pub output: Option<String>,
+    /// Fixes applied, by rule id.
+    pub applied: BTreeMap<String, usize>,
+    /// Findings that remain on the result (no fix, or an unsafe fix not enabled), by rule id.
+    pub remaining: BTreeMap<String, usize>,
+    pub syntax_errors: Vec<parse::SyntaxError>,
+    /// A fix broke the file: it was left untouched.
+    pub internal_error: Option<String>,
+    /// True if no rule could apply and the file was not parsed.
+    pub skipped: bool,
+}
+
+impl Outcome {
+    pub fn changed(&self) -> bool {
+        self.output.is_some()
+    }
+}
+
+/// Migrate one file's text. `source` must not start with a BOM (the caller strips it).
+pub fn migrate_source(source: &str, rules: &RuleSet, index: &RuleIndex, settings: Settings) -> Outcome {
+    let active = index.active(source);
+    if !active.iter().any(|a| *a) {
+        return Outcome {
+            skipped: true,
+            ..Outcome::default()
+        };
+    }
+    let required = settings.required();
+    let parsed = parse::parse(source);
+    let sem = Semantic::build(&parsed.module);
+    let diagnostics = checker::check(source, &parsed, &sem, rules, index, &active);
+    let mut out = Outcome {
+        syntax_errors: parsed.errors.clone(),
+        ..Outcome::default()
+    };
+    let used_before = imports::used_imports(&sem);
+    let original_errors = parsed.errors.len();
+
+    let mut text = source.to_string();
+    let mut diags = diagnostics.clone();
+    let mut applied_ids: Vec<usize> = vec![];
+    let mut converged = false;
+    for _ in 0..MAX_ROUNDS {
+        let fixes: Vec<(usize, &edit::Fix)> = diags
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| d.fix.as_ref().filter(|f| f.applies(required)).map(|f| (i, f)))
+            .collect();
+        if fixes.is_empty() {
+            converged = true;
+            break;
+        }
+        let (mut new, applied) = edit::apply_fixes(&text, &fixes);
+        let mut roots: Vec<String> = vec![];
+        for i in &applied {
+            let d = &diags[*i];
+            *out.applied.entry(rules.rules[d.rule].id.clone()).or_default() += 1;
+            applied_ids.push(d.rule);
+            if let Some(f) = &d.fix {
+                roots.extend(f.imports.iter().cloned());
+            }
+        }
+        roots.sort();
+        roots.dedup();
+        if !roots.is_empty() {
+            new = imports::add_imports(&new, &roots);
+        }
+        text = new;
+        let parsed = parse::parse(&text);
+        let sem = Semantic::build(&parsed.module);
+        let active = index.active(&text);
+        diags = checker::check(&text, &parsed, &sem, rules, index, &active);
+    }
+    if text != source {
+        text = imports::remove_unused(&text, &used_before);
+    }
+    let final_parse = parse::parse(&text);
+    let broke = if original_errors == 0 {
+        final_parse.has_errors()
+    } else {
+        final_parse.errors.len() > original_errors
+    };
+    if broke || !converged {
+        let mut ids: Vec<&str> = applied_ids.iter().map(|i| rules.rules[*i].id.as_str()).collect();
+        ids.sort();
+        ids.dedup();
+        out.internal_error = Some(if broke {
+            let e = &final_parse.errors[0];
+            format!(
+                "the fixes of {} produced invalid Python ({}); the file was left untouched. Please report this with the file, or skip these rules with --ignore",
+                ids.join(", "),
+                e.message
+            )
+        } else {
+            format!(
+                "the fixes of {} did not converge after {MAX_ROUNDS} rounds; the file was left untouched. Please report this, or skip these rules with --ignore",
+                ids.join(", ")
+            )
+        });
+        out.applied.clear();
+        text = source.to_string();
+    }
+    // What is left for manual work, measured on the result.
+    if text == source {
+        for d in &diagnostics {
+            *out.remaining.entry(rules.rules[d.rule].id.clone()).or_default() += 1;
+        }
+    } else {
+        let sem = Semantic::build(&final_parse.module);
+        let active = index.active(&text);
+        for d in checker::check(&text, &final_parse, &sem, rules, index, &active) {
+            *out.remaining.entry(rules.rules[d.rule].id.clone()).or_default() += 1;
+        }
+    }
+    out.diagnostics = diagnostics;
+    if text != source {
+        out.output = Some(text);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(src: &str) -> (String, Outcome) {
+        let rules = RuleSet::builtin();
+        let index = RuleIndex::new(&rules);
+        let out = migrate_source(src, &rules, &index, Settings::default());
+        (out.output.clone().unwrap_or_else(|| src.to_string()), out)
+    }
+
+    #[test]
+    fn files_without_needles_are_skipped() {
+        let (_, out) = run("import numpy as np\nx = np.zeros(3)\n");
+        assert!(out.skipped);
+    }
+
+    #[test]
+    fn migrating_twice_changes_nothing() {
+        let src = "import torch\nfrom torch import cuda\n\ndef f(x):\n    torch.cuda.synchronize()\n    cuda.set_device(\"cuda:0\")\n    return x.cuda()\n";
+        let (once, out) = run(src);
+        assert!(out.internal_error.is_none(), "{:?}", out.internal_error);
+        assert!(parse::is_valid(&once));
+        let (twice, out2) = run(&once);
+        assert_eq!(once, twice);
+        assert!(out2.output.is_none());
+    }
+}

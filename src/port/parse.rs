@@ -1,0 +1,193 @@
+//! The one place that talks to the Python parser (`ruff_python_parser`, pinned exactly).
+//!
+//! Everything else in `port` sees [`Parsed`]: the module's AST (ruff's node types, which are
+//! plain data), the byte ranges of comments, and the syntax errors with the regions around them
+//! where no fix may be applied. Swapping the parser means rewriting this file only.
+
+use ruff_python_ast::token::TokenKind;
+use ruff_python_ast::{ModModule, PySourceType, Stmt};
+use ruff_text_size::{Ranged, TextRange, TextSize};
+
+/// A syntax error, with the byte range the parser blamed.
+#[derive(Debug, Clone)]
+pub struct SyntaxError {
+    pub range: TextRange,
+    pub message: String,
+}
+
+/// A parsed module: always an AST (error-tolerant), plus what went wrong.
+pub struct Parsed {
+    pub module: ModModule,
+    /// Ranges of `#` comments, in source order.
+    pub comments: Vec<TextRange>,
+    pub errors: Vec<SyntaxError>,
+    /// Regions touched by syntax errors: the innermost statement around each error. Fixes that
+    /// overlap one of these are dropped, so a half-edited file is migrated only where it parses.
+    pub broken: Vec<TextRange>,
+}
+
+impl Parsed {
+    pub fn has_errors(&self) -> bool {
+        !self.errors.is_empty()
+    }
+
+    /// True if `range` overlaps (or touches the inside of) a broken region.
+    pub fn in_broken_region(&self, range: TextRange) -> bool {
+        self.broken
+            .iter()
+            .any(|b| range.start() < b.end() && b.start() < range.end().max(range.start() + TextSize::from(1)))
+    }
+
+    /// True if any comment lies inside `range`.
+    pub fn has_comment_in(&self, range: TextRange) -> bool {
+        self.comments.iter().any(|c| range.contains_range(*c))
+    }
+}
+
+/// Parse a Python module (never fails: syntax errors are collected in [`Parsed::errors`]).
+pub fn parse(source: &str) -> Parsed {
+    let parsed = ruff_python_parser::parse_unchecked_source(source, PySourceType::Python);
+    let comments = parsed
+        .tokens()
+        .iter()
+        .filter(|t| t.kind() == TokenKind::Comment)
+        .map(|t| t.range())
+        .collect();
+    let errors: Vec<SyntaxError> = parsed
+        .errors()
+        .iter()
+        .map(|e| SyntaxError {
+            range: e.location,
+            message: e.error.to_string(),
+        })
+        .collect();
+    let module = parsed.into_syntax();
+    let broken = errors
+        .iter()
+        .map(|e| broken_region(&module.body, e.range, source))
+        .collect();
+    Parsed {
+        module,
+        comments,
+        errors,
+        broken,
+    }
+}
+
+/// True if `source` parses without any syntax error.
+pub fn is_valid(source: &str) -> bool {
+    ruff_python_parser::parse_unchecked_source(source, PySourceType::Python)
+        .errors()
+        .is_empty()
+}
+
+/// True if `text` is one expression that can take `.x`, `[i]` or `(...)` without parentheses.
+pub fn expr_is_atomic(text: &str) -> bool {
+    use ruff_python_ast::Expr;
+    match ruff_python_parser::parse_expression(text) {
+        Ok(p) => matches!(
+            p.expr(),
+            Expr::Name(_)
+                | Expr::Attribute(_)
+                | Expr::Call(_)
+                | Expr::Subscript(_)
+                | Expr::StringLiteral(_)
+                | Expr::NumberLiteral(_)
+                | Expr::BooleanLiteral(_)
+                | Expr::NoneLiteral(_)
+                | Expr::List(_)
+                | Expr::Dict(_)
+        ),
+        Err(_) => false,
+    }
+}
+
+/// The innermost simple or compound statement containing `error`, widened to whole lines; if no
+/// statement contains it, the lines of the error itself.
+fn broken_region(body: &[Stmt], error: TextRange, source: &str) -> TextRange {
+    let mut best: Option<TextRange> = None;
+    let mut stmts: &[Stmt] = body;
+    'outer: loop {
+        for stmt in stmts {
+            let r = stmt.range();
+            let touches = r.start() <= error.start() && error.start() <= r.end();
+            if touches {
+                best = Some(r);
+                if let Some(children) = child_bodies(stmt).into_iter().find(|b| {
+                    b.iter()
+                        .any(|s| s.range().start() <= error.start() && error.start() <= s.range().end())
+                }) {
+                    stmts = children;
+                    continue 'outer;
+                }
+                break 'outer;
+            }
+        }
+        break;
+    }
+    let r = best.unwrap_or(error).cover(error);
+    whole_lines(r, source)
+}
+
+fn child_bodies(stmt: &Stmt) -> Vec<&[Stmt]> {
+    match stmt {
+        Stmt::FunctionDef(f) => vec![&f.body],
+        Stmt::ClassDef(c) => vec![&c.body],
+        Stmt::For(f) => vec![&f.body, &f.orelse],
+        Stmt::While(w) => vec![&w.body, &w.orelse],
+        Stmt::If(i) => {
+            let mut v: Vec<&[Stmt]> = vec![&i.body];
+            v.extend(i.elif_else_clauses.iter().map(|c| c.body.as_slice()));
+            v
+        }
+        Stmt::With(w) => vec![&w.body],
+        Stmt::Try(t) => {
+            let mut v: Vec<&[Stmt]> = vec![&t.body, &t.orelse, &t.finalbody];
+            for h in &t.handlers {
+                let ruff_python_ast::ExceptHandler::ExceptHandler(h) = h;
+                v.push(&h.body);
+            }
+            v
+        }
+        Stmt::Match(m) => m.cases.iter().map(|c| c.body.as_slice()).collect(),
+        _ => vec![],
+    }
+}
+
+fn whole_lines(r: TextRange, source: &str) -> TextRange {
+    let bytes = source.as_bytes();
+    let mut start = usize::from(r.start()).min(bytes.len());
+    while start > 0 && bytes[start - 1] != b'\n' {
+        start -= 1;
+    }
+    let mut end = usize::from(r.end()).min(bytes.len());
+    while end < bytes.len() && bytes[end] != b'\n' {
+        end += 1;
+    }
+    TextRange::new(TextSize::try_from(start).unwrap(), TextSize::try_from(end).unwrap())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn valid_source_has_no_errors() {
+        let p = parse("import torch\nx = torch.cuda.is_available()  # hi\n");
+        assert!(!p.has_errors());
+        assert_eq!(p.comments.len(), 1);
+        assert_eq!(p.module.body.len(), 2);
+    }
+
+    #[test]
+    fn broken_region_is_the_statement_around_the_error() {
+        let src = "import torch\n\ndef f(:\n    pass\n\ntorch.cuda.synchronize()\n";
+        let p = parse(src);
+        assert!(p.has_errors());
+        // The last statement still parses and is outside every broken region.
+        let last = p.module.body.last().unwrap().range();
+        assert!(!p.in_broken_region(last), "{:?} vs {:?}", p.broken, last);
+        let def_line = TextRange::new(TextSize::from(14), TextSize::from(20));
+        assert!(p.in_broken_region(def_line));
+    }
+}

@@ -1,0 +1,232 @@
+//! How findings look: one block per diagnostic (location, rule, fix marker, source line with a
+//! caret, advice), a unified diff per changed file, and the JSON form of both.
+
+use std::fmt::Write as _;
+
+use ruff_text_size::{TextRange, TextSize};
+use serde::Serialize;
+
+use super::checker::Diagnostic;
+use super::rules::{FixClass, RuleSet};
+
+/// Byte offset → 1-based line and character column.
+pub struct LineIndex {
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    pub fn new(text: &str) -> LineIndex {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        LineIndex { starts }
+    }
+
+    pub fn line_col(&self, text: &str, offset: TextSize) -> (usize, usize) {
+        let o = usize::from(offset).min(text.len());
+        let line = self.starts.partition_point(|s| *s <= o) - 1;
+        let col = text[self.starts[line]..o].chars().count() + 1;
+        (line + 1, col)
+    }
+
+    pub fn line_text<'t>(&self, text: &'t str, line: usize) -> &'t str {
+        let s = self.starts[line - 1];
+        let e = self.starts.get(line).copied().unwrap_or(text.len());
+        text[s..e].trim_end_matches(['\n', '\r'])
+    }
+}
+
+/// The marker shown after the rule id.
+pub fn marker(d: &Diagnostic, required: FixClass) -> &'static str {
+    match &d.fix {
+        Some(f) if f.applies(required) => " [*]",
+        Some(_) => " [unsafe fix]",
+        None => "",
+    }
+}
+
+/// Render diagnostics the way a person reads them.
+pub fn diagnostics_text(
+    path: &str,
+    text: &str,
+    diags: &[Diagnostic],
+    rules: &RuleSet,
+    required: FixClass,
+    show_source: bool,
+) -> String {
+    let index = LineIndex::new(text);
+    let mut out = String::new();
+    for d in diags {
+        let rule = &rules.rules[d.rule];
+        let (line, col) = index.line_col(text, d.range.start());
+        let _ = writeln!(out, "{path}:{line}:{col}: {}{} {}", rule.id, marker(d, required), d.message);
+        if show_source {
+            let src_line = index.line_text(text, line);
+            let width = line.to_string().len();
+            let (end_line, end_col) = index.line_col(text, d.range.end());
+            let carets = if end_line == line {
+                (end_col - col).max(1)
+            } else {
+                src_line.chars().count().saturating_sub(col - 1).max(1)
+            };
+            let _ = writeln!(out, "{:>width$} |", "");
+            let _ = writeln!(out, "{line:>width$} | {}", src_line.replace('\t', "    "));
+            let pad: String = src_line
+                .chars()
+                .take(col - 1)
+                .map(|c| if c == '\t' { "    " } else { " " })
+                .collect();
+            let _ = writeln!(out, "{:>width$} | {pad}{}", "", "^".repeat(carets));
+            if let Some(advice) = &rule.advice {
+                let _ = writeln!(out, "{:>width$} = help: {}", "", advice.trim());
+            }
+            if let Some(note) = &d.note {
+                let _ = writeln!(out, "{:>width$} = note: {note}", "");
+            }
+            if let Some(f) = &d.fix {
+                if !f.applies(required) {
+                    let _ = writeln!(
+                        out,
+                        "{:>width$} = note: an unsafe fix is available with --unsafe-fixes ({})",
+                        "",
+                        fix_preview(text, &f.edits)
+                    );
+                }
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn fix_preview(text: &str, edits: &[super::edit::Edit]) -> String {
+    edits
+        .iter()
+        .map(|e| {
+            let old = &text[e.range];
+            if old.is_empty() {
+                format!("insert `{}`", e.content.trim())
+            } else if e.content.is_empty() {
+                format!("remove `{}`", shorten(old))
+            } else {
+                format!("`{}` → `{}`", shorten(old), shorten(&e.content))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn shorten(s: &str) -> String {
+    let one = s.lines().next().unwrap_or("").trim();
+    if one.chars().count() > 50 || s.contains('\n') {
+        format!("{}…", one.chars().take(50).collect::<String>())
+    } else {
+        one.to_string()
+    }
+}
+
+/// A unified diff (3 lines of context) with `a/` and `b/` headers, as `git apply` takes it.
+pub fn unified_diff(path: &str, old: &str, new: &str) -> String {
+    let diff = similar::TextDiff::from_lines(old, new);
+    let mut out = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{path}"), &format!("b/{path}"))
+        .to_string();
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+/// One finding in machine-readable form (`--output-format json`).
+#[derive(Serialize)]
+pub struct JsonDiagnostic<'a> {
+    pub path: &'a str,
+    pub rule: &'a str,
+    pub message: &'a str,
+    pub line: usize,
+    pub column: usize,
+    pub end_line: usize,
+    pub end_column: usize,
+    pub fix_class: &'static str,
+    pub fix_applied: bool,
+    pub advice: Option<&'a str>,
+    pub note: Option<&'a str>,
+    pub edits: Vec<JsonEdit>,
+}
+
+#[derive(Serialize)]
+pub struct JsonEdit {
+    pub start: u32,
+    pub end: u32,
+    pub content: String,
+}
+
+pub fn json_diagnostics<'a>(
+    path: &'a str,
+    text: &str,
+    diags: &'a [Diagnostic],
+    rules: &'a RuleSet,
+    required: FixClass,
+) -> Vec<JsonDiagnostic<'a>> {
+    let index = LineIndex::new(text);
+    diags
+        .iter()
+        .map(|d| {
+            let rule = &rules.rules[d.rule];
+            let (line, column) = index.line_col(text, d.range.start());
+            let (end_line, end_column) = index.line_col(text, d.range.end());
+            JsonDiagnostic {
+                path,
+                rule: &rule.id,
+                message: &d.message,
+                line,
+                column,
+                end_line,
+                end_column,
+                fix_class: d.fix.as_ref().map(|f| f.applicability).unwrap_or(FixClass::Manual).as_str(),
+                fix_applied: d.fix.as_ref().is_some_and(|f| f.applies(required)),
+                advice: rule.advice.as_deref(),
+                note: d.note.as_deref(),
+                edits: d
+                    .fix
+                    .iter()
+                    .flat_map(|f| &f.edits)
+                    .map(|e| JsonEdit {
+                        start: e.range.start().into(),
+                        end: e.range.end().into(),
+                        content: e.content.clone(),
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// Location of a byte offset as `line:col`, for error messages.
+pub fn location(text: &str, range: TextRange) -> String {
+    let (l, c) = LineIndex::new(text).line_col(text, range.start());
+    format!("{l}:{c}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_and_column() {
+        let t = "ab\ncdé f\n";
+        let ix = LineIndex::new(t);
+        assert_eq!(ix.line_col(t, TextSize::from(0)), (1, 1));
+        assert_eq!(ix.line_col(t, TextSize::from(4)), (2, 2));
+        assert_eq!(ix.line_col(t, TextSize::from(7)), (2, 4));
+        assert_eq!(ix.line_text(t, 2), "cdé f");
+    }
+
+    #[test]
+    fn diff_has_git_headers() {
+        let d = unified_diff("x.py", "a\nb\n", "a\nc\n");
+        assert!(d.starts_with("--- a/x.py\n+++ b/x.py\n@@"), "{d}");
+        assert!(d.contains("-b\n+c\n"));
+    }
+}
