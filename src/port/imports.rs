@@ -65,28 +65,40 @@ pub fn add_imports(text: &str, roots: &[String]) -> String {
     }
 }
 
+/// Identity of an import binding that survives edits elsewhere in the file: its scope (by
+/// creation order), bound name, qualified name and position among its twins in that scope.
+pub type ImportKey = (usize, String, String, usize);
+
+fn import_keys(sem: &Semantic) -> Vec<Option<ImportKey>> {
+    let mut seen: std::collections::HashMap<(usize, &str, &str), usize> = Default::default();
+    sem.bindings
+        .iter()
+        .map(|b| match &b.kind {
+            BindingKind::Import { qualified } => {
+                let n = seen.entry((b.scope, b.name.as_str(), qualified.as_str())).or_default();
+                *n += 1;
+                Some((b.scope, b.name.clone(), qualified.clone(), *n))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// Remove import aliases that are unused now but were used in the original source.
-/// `used_before` holds (bound name, qualified name) of imports the original read at least once.
-pub fn remove_unused(text: &str, used_before: &HashSet<(String, String)>) -> String {
+/// `used_before` holds the keys of imports the original read at least once.
+pub fn remove_unused(text: &str, used_before: &HashSet<ImportKey>) -> String {
     let parsed = parse(text);
     if parsed.has_errors() {
         return text.to_string();
     }
     let sem = Semantic::build(&parsed.module);
     let counts = sem.use_counts();
+    let keys = import_keys(&sem);
     let unused: HashSet<TextRange> = sem
         .bindings
         .iter()
         .enumerate()
-        .filter(|(i, b)| {
-            counts[*i] == 0
-                && match &b.kind {
-                    BindingKind::Import { qualified } => {
-                        used_before.contains(&(b.name.clone(), qualified.clone()))
-                    }
-                    _ => false,
-                }
-        })
+        .filter(|(i, _)| counts[*i] == 0 && keys[*i].as_ref().is_some_and(|k| used_before.contains(k)))
         .map(|(_, b)| b.range)
         .collect();
     if unused.is_empty() {
@@ -97,18 +109,13 @@ pub fn remove_unused(text: &str, used_before: &HashSet<(String, String)>) -> Str
     apply_edits(text, edits.iter().collect())
 }
 
-/// Used-by-name imports of a module: (bound name, qualified name).
-pub fn used_imports(sem: &Semantic) -> HashSet<(String, String)> {
+/// The import bindings of a module that are read at least once.
+pub fn used_imports(sem: &Semantic) -> HashSet<ImportKey> {
     let counts = sem.use_counts();
-    sem.bindings
-        .iter()
+    import_keys(sem)
+        .into_iter()
         .enumerate()
-        .filter_map(|(i, b)| match &b.kind {
-            BindingKind::Import { qualified } if counts[i] > 0 => {
-                Some((b.name.clone(), qualified.clone()))
-            }
-            _ => None,
-        })
+        .filter_map(|(i, k)| k.filter(|_| counts[i] > 0))
         .collect()
 }
 
@@ -207,10 +214,16 @@ mod tests {
 
     #[test]
     fn removes_only_what_was_used_before() {
-        let before: HashSet<(String, String)> = [("cuda".to_string(), "torch.cuda".to_string())].into();
+        let used = |src: &str| used_imports(&Semantic::build(&parse(src).module));
+        let before = used("import os\nfrom torch import cuda, nn\nimport torch\nx = nn\ncuda.init()\n");
         let src = "import os\nfrom torch import cuda, nn\nimport torch\nx = nn\n";
         assert_eq!(remove_unused(src, &before), "import os\nfrom torch import nn\nimport torch\nx = nn\n");
+        let before = used("def f():\n    from torch import cuda\n    cuda.init()\n");
         let src = "def f():\n    from torch import cuda\n";
         assert_eq!(remove_unused(src, &before), "def f():\n    pass\n");
+        // Twins: only the one that was used (the second) goes; the never-used first stays.
+        let before = used("import importlib.abc\nimport importlib.util\nimportlib.util.x\n");
+        let src = "import importlib.abc\nimport importlib.util\n";
+        assert_eq!(remove_unused(src, &before), "import importlib.abc\n");
     }
 }

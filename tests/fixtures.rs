@@ -1,0 +1,75 @@
+//! The rule fixtures, ruff-style: `tests/fixtures/<FAMILY>/<ID>.py` lists the cases the rule
+//! must flag, then `# OK` near misses it must leave alone, then regressions. Each fixture runs
+//! with only its own rule selected; the snapshot holds the diagnostics (as a user sees them),
+//! the diff of the safe fixes, and the diff with `--unsafe-fixes` where that differs.
+//!
+//! A new fixture fails its first run and writes `tests/snapshots/*.snap.new`: review it, then
+//! accept it with `cargo insta accept` (or `INSTA_UPDATE=always cargo test`).
+
+use std::path::Path;
+
+use tpuport::port::render;
+use tpuport::port::{RuleIndex, RuleSet, Settings, migrate_source, parse};
+
+fn snapshot_for(path: &Path) -> String {
+    let id = path.file_stem().unwrap().to_str().unwrap().to_string();
+    let source = std::fs::read_to_string(path).unwrap();
+    let mut rules = RuleSet::builtin();
+    rules.filter(std::slice::from_ref(&id), &[]).unwrap();
+    let index = RuleIndex::new(&rules);
+    let name = format!("{}/{}.py", path.parent().unwrap().file_name().unwrap().to_str().unwrap(), id);
+
+    let safe = migrate_source(&source, &rules, &index, Settings::default());
+    let unsafe_ = migrate_source(&source, &rules, &index, Settings { unsafe_fixes: true });
+    assert!(safe.internal_error.is_none(), "{name}: {:?}", safe.internal_error);
+    assert!(unsafe_.internal_error.is_none(), "{name}: {:?}", unsafe_.internal_error);
+    assert!(!safe.diagnostics.is_empty(), "{name}: the fixture must contain cases the rule flags");
+    for out in [&safe.output, &unsafe_.output].into_iter().flatten() {
+        assert!(parse::is_valid(out), "{name}: the fixed file does not parse:\n{out}");
+        // Idempotent: migrating the result changes nothing more.
+        let again = migrate_source(out, &rules, &index, Settings { unsafe_fixes: true });
+        assert!(again.output.is_none(), "{name}: a second migration changed the file again");
+    }
+
+    let required = Settings::default().required();
+    let mut snap = render::diagnostics_text(&name, &source, &safe.diagnostics, &rules, required, true);
+    match &safe.output {
+        Some(out) => snap.push_str(&render::unified_diff(&name, &source, out)),
+        None => snap.push_str("(no safe fixes)\n"),
+    }
+    if unsafe_.output != safe.output {
+        snap.push_str("\n--- with --unsafe-fixes ---\n");
+        let out = unsafe_.output.as_deref().unwrap_or(&source);
+        snap.push_str(&render::unified_diff(&name, &source, out));
+    }
+    snap
+}
+
+#[test]
+fn rule_fixtures() {
+    insta::glob!("fixtures/*/*.py", |path| {
+        insta::assert_snapshot!(snapshot_for(path));
+    });
+}
+
+/// Every rule with a fix has a fixture, and every fixture names a rule.
+#[test]
+fn every_rule_has_a_fixture() {
+    let rules = RuleSet::builtin();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut missing = vec![];
+    for r in &rules.rules {
+        let f = root.join(&r.family).join(format!("{}.py", r.id));
+        if !f.exists() && !missing.contains(&r.id) {
+            missing.push(r.id.clone());
+        }
+    }
+    assert!(missing.is_empty(), "rules without a fixture in tests/fixtures: {missing:?}");
+    for fam in std::fs::read_dir(&root).unwrap() {
+        for f in std::fs::read_dir(fam.unwrap().path()).unwrap() {
+            let p = f.unwrap().path();
+            let id = p.file_stem().unwrap().to_str().unwrap().to_string();
+            assert!(!rules.get(&id).is_empty(), "{} names no rule", p.display());
+        }
+    }
+}
