@@ -105,7 +105,10 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
             out.write_all(r.text.as_bytes())?;
         }
     }
-    totals.errors = issues.len();
+    let mut bad: Vec<&PathBuf> = issues.iter().map(|i| &i.path).collect();
+    bad.sort();
+    bad.dedup();
+    totals.errors = bad.len();
     if opts.format == Format::Json {
         serde_json::to_writer_pretty(&mut out, &json_all)?;
         writeln!(out)?;
@@ -151,12 +154,17 @@ fn process(path: &PathBuf, rules: &RuleSet, index: &RuleIndex, opts: &Options) -
     let display = path.display().to_string();
     let outcome = migrate_source(&source.text, rules, index, opts.settings);
     let required = opts.settings.required();
-    for e in &outcome.syntax_errors {
+    // The first syntax error is the one to fix; the parser's recovery may report follow-ups.
+    if let Some(e) = outcome.syntax_errors.first() {
+        let more = match outcome.syntax_errors.len() - 1 {
+            0 => String::new(),
+            n => format!(" ({n} more after it)"),
+        };
         report.issues.push(FileIssue {
             path: path.clone(),
             location: Some(render::location(&source.text, e.range)),
             message: format!(
-                "syntax error: {}; fix it and run again (the rest of the file was still migrated)",
+                "syntax error: {}{more}; fix it and run again (fixes were applied only outside the broken statement)",
                 e.message
             ),
         });

@@ -104,13 +104,16 @@ fn walk_issue(root: &Path, err: ignore::Error) -> FileIssue {
 
 fn describe_io(e: &std::io::Error, what: &str) -> String {
     use std::io::ErrorKind::*;
+    let text = e.to_string();
+    if e.raw_os_error() == Some(40) || text.contains("os error 40") {
+        return format!("{what}: symbolic link loop (too many levels of symbolic links); fix or remove the link");
+    }
     let hint = match e.kind() {
         NotFound => "check the path",
         PermissionDenied => "check the file's permissions",
-        _ if e.raw_os_error() == Some(40) => "a symbolic link loop; fix or remove the link",
         _ => "check that the path is readable",
     };
-    format!("{what}: {e}; {hint}")
+    format!("{what}: {text}; {hint}")
 }
 
 /// A readable UTF-8 Python source.
