@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use tpuport::port::Settings;
 use tpuport::port::driver::{self, Format, Mode, Options};
 use tpuport::port::rules::{Matcher, RuleSet};
-use tpuport::port::Settings;
 
 #[derive(Parser)]
 #[command(
@@ -66,6 +66,9 @@ struct MigrateArgs {
     /// Output format for findings.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     output_format: OutputFormat,
+    /// Exit 0 even when there are findings (errors still exit 2).
+    #[arg(long)]
+    exit_zero: bool,
     /// Print one line per finding and no summary.
     #[arg(short, long)]
     quiet: bool,
@@ -106,7 +109,9 @@ fn migrate(a: MigrateArgs) -> Result<u8> {
     let mut rules = RuleSet::load(&a.rules)?;
     rules.filter(&a.select, &a.ignore)?;
     if let Some(n) = a.threads {
-        rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build_global()?;
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global()?;
     }
     let mode = if a.write {
         Mode::Write
@@ -131,7 +136,12 @@ fn migrate(a: MigrateArgs) -> Result<u8> {
         max_file_size: a.max_file_size.saturating_mul(1_000_000),
         quiet: a.quiet,
     };
-    driver::run(&rules, &opts)
+    let code = driver::run(&rules, &opts)?;
+    Ok(if a.exit_zero && code == driver::EXIT_FINDINGS {
+        driver::EXIT_CLEAN
+    } else {
+        code
+    })
 }
 
 fn rule(a: RuleArgs) -> Result<u8> {
@@ -190,9 +200,15 @@ fn describe(m: &Matcher) -> String {
         }
         Matcher::Method(n) => format!("method calls .{}(...)", n.join("/.")),
         Matcher::Attribute(n) => format!("attributes .{}", n.join("/.")),
-        Matcher::Keyword { names, calls } if calls.is_empty() => format!("keyword {}=", names.join("=/")),
-        Matcher::Keyword { names, calls } => format!("keyword {}= in {}", names.join("=/"), calls.join(", ")),
-        Matcher::String { regex, positions, .. } => match positions {
+        Matcher::Keyword { names, calls } if calls.is_empty() => {
+            format!("keyword {}=", names.join("=/"))
+        }
+        Matcher::Keyword { names, calls } => {
+            format!("keyword {}= in {}", names.join("=/"), calls.join(", "))
+        }
+        Matcher::String {
+            regex, positions, ..
+        } => match positions {
             Some(p) => format!("strings /{}/ in {} positions", regex.as_str(), p.join(", ")),
             None => format!("strings /{}/ anywhere", regex.as_str()),
         },
@@ -200,5 +216,9 @@ fn describe(m: &Matcher) -> String {
 }
 
 fn indent(s: &str) -> String {
-    s.trim_end().lines().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")
+    s.trim_end()
+        .lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -2,7 +2,6 @@
 
 mod cli;
 
-
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -10,10 +9,10 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             // A closed pipe (`tpuport migrate . | head`) is not an error.
-            if err
-                .chain()
-                .any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
-            {
+            if err.chain().any(|e| {
+                e.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
                 return ExitCode::from(0);
             }
             eprintln!("tpuport: {err:#}");

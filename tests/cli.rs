@@ -35,7 +35,9 @@ mod modes {
             .assert()
             .code(1)
             .stdout(predicate::str::contains("CUD007 [*]"))
-            .stdout(predicate::str::contains("+    torch.accelerator.synchronize()"))
+            .stdout(predicate::str::contains(
+                "+    torch.accelerator.synchronize()",
+            ))
             .stderr(predicate::str::contains("1 would change"));
         assert_eq!(fs::read_to_string(&f).unwrap(), CUDA_SCRIPT);
     }
@@ -43,8 +45,15 @@ mod modes {
     #[test]
     fn check_exits_0_when_clean_and_1_on_findings() {
         let dir = tempfile::tempdir().unwrap();
-        let clean = write(dir.path(), "clean.py", "import torch\nx = torch.zeros(1).to('tpu')\n");
-        tpuport().args(["migrate", "--check", clean.to_str().unwrap()]).assert().code(0);
+        let clean = write(
+            dir.path(),
+            "clean.py",
+            "import torch\nx = torch.zeros(1).to('tpu')\n",
+        );
+        tpuport()
+            .args(["migrate", "--check", clean.to_str().unwrap()])
+            .assert()
+            .code(0);
         let dirty = write(dir.path(), "dirty.py", CUDA_SCRIPT);
         tpuport()
             .args(["migrate", "--check", dirty.to_str().unwrap()])
@@ -67,7 +76,10 @@ mod modes {
             .stdout
             .clone();
         let patch = String::from_utf8(out).unwrap();
-        assert!(patch.starts_with("--- a/train.py\n+++ b/train.py\n"), "{patch}");
+        assert!(
+            patch.starts_with("--- a/train.py\n+++ b/train.py\n"),
+            "{patch}"
+        );
         assert!(!patch.contains("CUD007"), "--diff prints no diagnostics");
         write(dir.path(), "fix.patch", &patch);
         let st = Std::new("git")
@@ -105,16 +117,26 @@ mod modes {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            assert_eq!(fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o751);
+            assert_eq!(
+                fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+                0o751
+            );
         }
         // A second run has nothing left to do.
-        tpuport().args(["migrate", "--check", f.to_str().unwrap()]).assert().code(0);
+        tpuport()
+            .args(["migrate", "--check", f.to_str().unwrap()])
+            .assert()
+            .code(0);
     }
 
     #[test]
     fn unsafe_fixes_need_the_flag() {
         let dir = tempfile::tempdir().unwrap();
-        let f = write(dir.path(), "u.py", "import torch\ntorch.cuda.manual_seed(0)\n");
+        let f = write(
+            dir.path(),
+            "u.py",
+            "import torch\ntorch.cuda.manual_seed(0)\n",
+        );
         tpuport()
             .args(["migrate", f.to_str().unwrap()])
             .assert()
@@ -125,7 +147,10 @@ mod modes {
             .args(["migrate", "--write", "--unsafe-fixes", f.to_str().unwrap()])
             .assert()
             .code(0);
-        assert_eq!(fs::read_to_string(&f).unwrap(), "import torch\ntorch.manual_seed(0)\n");
+        assert_eq!(
+            fs::read_to_string(&f).unwrap(),
+            "import torch\ntorch.manual_seed(0)\n"
+        );
     }
 
     #[test]
@@ -139,7 +164,13 @@ mod modes {
             .stdout(predicate::str::contains("DEV006"))
             .stdout(predicate::str::contains("CUD007").not());
         tpuport()
-            .args(["migrate", "--check", "--ignore", "DEV,CUD", f.to_str().unwrap()])
+            .args([
+                "migrate",
+                "--check",
+                "--ignore",
+                "DEV,CUD",
+                f.to_str().unwrap(),
+            ])
             .assert()
             .code(0);
         tpuport()
@@ -150,11 +181,49 @@ mod modes {
     }
 
     #[test]
+    fn ignore_comments_silence_findings() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = "import torch\ntorch.cuda.synchronize()  # tpuport: ignore\ntorch.cuda.init()  # tpuport: ignore[CUD007]\nlabel = \"cuda\"  # tpuport: ignore[DEV017, CUD001]\n";
+        let f = write(dir.path(), "i.py", src);
+        tpuport()
+            .args(["migrate", "--check", "-q", f.to_str().unwrap()])
+            .assert()
+            .code(1)
+            .stdout(predicate::str::contains("CUD013"))
+            .stdout(predicate::str::contains("CUD007").not())
+            .stdout(predicate::str::contains("DEV017").not());
+    }
+
+    #[test]
+    fn exit_zero_keeps_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = write(dir.path(), "e.py", CUDA_SCRIPT);
+        tpuport()
+            .args(["migrate", "--exit-zero", f.to_str().unwrap()])
+            .assert()
+            .code(0);
+        tpuport()
+            .args([
+                "migrate",
+                "--exit-zero",
+                dir.path().join("nope.py").to_str().unwrap(),
+            ])
+            .assert()
+            .code(2);
+    }
+
+    #[test]
     fn json_output_carries_edits() {
         let dir = tempfile::tempdir().unwrap();
         let f = write(dir.path(), "j.py", CUDA_SCRIPT);
         let out = tpuport()
-            .args(["migrate", "--check", "--output-format", "json", f.to_str().unwrap()])
+            .args([
+                "migrate",
+                "--check",
+                "--output-format",
+                "json",
+                f.to_str().unwrap(),
+            ])
             .assert()
             .code(1)
             .get_output()
@@ -199,7 +268,11 @@ mod bad_input {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         write(d, "good.py", CUDA_SCRIPT);
-        write(d, "latin1.py", b"# caf\xe9\nimport torch\ntorch.cuda.synchronize()\n");
+        write(
+            d,
+            "latin1.py",
+            b"# caf\xe9\nimport torch\ntorch.cuda.synchronize()\n",
+        );
         write(d, "binary.py", b"import torch\x00\x01\x02");
         let syntax = write(
             d,
@@ -217,21 +290,42 @@ mod bad_input {
             .collect();
 
         let assert = tpuport()
-            .args(["migrate", "--write", d.to_str().unwrap(), d.join("missing.py").to_str().unwrap()])
+            .args([
+                "migrate",
+                "--write",
+                d.to_str().unwrap(),
+                d.join("missing.py").to_str().unwrap(),
+            ])
             .assert()
             .code(2);
         let err = String::from_utf8(assert.get_output().stderr.clone()).unwrap();
-        assert!(err.contains("latin1.py:1:6: not valid UTF-8; re-encode"), "{err}");
-        assert!(err.contains("binary.py:1:13: binary file (contains a NUL byte)"), "{err}");
+        assert!(
+            err.contains("latin1.py:1:6: not valid UTF-8; re-encode"),
+            "{err}"
+        );
+        assert!(
+            err.contains("binary.py:1:13: binary file (contains a NUL byte)"),
+            "{err}"
+        );
         assert!(err.contains("syntax.py:3:12: syntax error"), "{err}");
-        assert!(err.contains("big.py: file is 52 MB, over the 8 MB limit"), "{err}");
+        assert!(
+            err.contains("big.py: file is 52 MB, over the 8 MB limit"),
+            "{err}"
+        );
         #[cfg(unix)]
-        assert!(err.contains("loop.py") && err.to_lowercase().contains("symbolic link"), "{err}");
+        assert!(
+            err.contains("loop.py") && err.to_lowercase().contains("symbolic link"),
+            "{err}"
+        );
         assert!(err.contains("missing.py: cannot open"), "{err}");
 
         // The good file was migrated; the bad ones are byte-identical, except that the file
         // with a syntax error was still fixed outside the broken function.
-        assert!(fs::read_to_string(d.join("good.py")).unwrap().contains("torch.accelerator.synchronize()"));
+        assert!(
+            fs::read_to_string(d.join("good.py"))
+                .unwrap()
+                .contains("torch.accelerator.synchronize()")
+        );
         for (p, bytes) in &before[..2] {
             assert_eq!(&fs::read(p).unwrap(), bytes, "{}", p.display());
         }
@@ -284,16 +378,32 @@ mod user_rules {
     #[test]
     fn invalid_rule_files_name_the_file_line_and_fix() {
         let cases = [
-            ("bad_id.toml", ":5: rule TEAM1: id must be the family prefix `TEAM` followed by 3 digits"),
-            ("unknown_position.toml", ":5: rule TEAM003: unknown position class `nowhere`"),
-            ("bad_placeholder.toml", "uses `{y}`, which is not a parameter; declare it in `params"),
+            (
+                "bad_id.toml",
+                ":5: rule TEAM1: id must be the family prefix `TEAM` followed by 3 digits",
+            ),
+            (
+                "unknown_position.toml",
+                ":5: rule TEAM003: unknown position class `nowhere`",
+            ),
+            (
+                "bad_placeholder.toml",
+                "uses `{y}`, which is not a parameter; declare it in `params",
+            ),
             ("syntax.toml", "syntax.toml:6:"),
             ("reused_id.toml", "id already used in rules/DEV.toml"),
-            ("fix_without_action.toml", "needs an [rule.action]; use fix = \"manual\""),
+            (
+                "fix_without_action.toml",
+                "needs an [rule.action]; use fix = \"manual\"",
+            ),
         ];
         for (file, expected) in cases {
             let dir = tempfile::tempdir().unwrap();
-            fs::copy(fixtures().join("rules_invalid").join(file), dir.path().join(file)).unwrap();
+            fs::copy(
+                fixtures().join("rules_invalid").join(file),
+                dir.path().join(file),
+            )
+            .unwrap();
             let py = write(dir.path(), "x.py", "x = 1\n");
             tpuport()
                 .args(["migrate", "--rules"])
@@ -318,7 +428,9 @@ mod explain {
             .success()
             .stdout(predicate::str::contains("CUD004 (cuda-set-device)"))
             .stdout(predicate::str::contains("fix: safe"))
-            .stdout(predicate::str::contains("torch.accelerator.set_device_index(local_rank)"));
+            .stdout(predicate::str::contains(
+                "torch.accelerator.set_device_index(local_rank)",
+            ));
         tpuport()
             .args(["rule", "--all"])
             .assert()
@@ -364,10 +476,16 @@ mod acceptance {
     fn ddp_script_migrates_cleanly() {
         for example in ["ddp_train.py", "single_gpu_train.py", "fsdp_lm.py"] {
             let dir = tempfile::tempdir().unwrap();
-            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cuda").join(example);
+            let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("examples/cuda")
+                .join(example);
             let f = dir.path().join(example);
             fs::copy(&src, &f).unwrap();
-            tpuport().args(["migrate", "--write"]).arg(&f).assert().code(predicate::in_iter([0, 1]));
+            tpuport()
+                .args(["migrate", "--write"])
+                .arg(&f)
+                .assert()
+                .code(predicate::in_iter([0, 1]));
             let out = fs::read_to_string(&f).unwrap();
             assert!(python_parses(&f), "{example}: migrated code does not parse");
             // Second migration: nothing changes; what remains is reported.
@@ -378,7 +496,11 @@ mod acceptance {
                 .get_output()
                 .stdout
                 .clone();
-            assert_eq!(fs::read_to_string(&f).unwrap(), out, "{example}: second migration changed it");
+            assert_eq!(
+                fs::read_to_string(&f).unwrap(),
+                out,
+                "{example}: second migration changed it"
+            );
             let diags: serde_json::Value = serde_json::from_slice(&second).unwrap();
             let diag_lines: Vec<usize> = diags
                 .as_array()
@@ -395,12 +517,23 @@ mod acceptance {
                 .filter(|l| !diag_lines.contains(l))
                 .map(|l| (l, out.lines().nth(l - 1).unwrap()))
                 .collect();
-            assert!(unreported.is_empty(), "{example}: CUDA/NCCL references without a diagnostic: {unreported:#?}");
+            assert!(
+                unreported.is_empty(),
+                "{example}: CUDA/NCCL references without a diagnostic: {unreported:#?}"
+            );
         }
         // The DDP script in particular needs no manual work at all.
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("ddp_train.py");
-        fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cuda/ddp_train.py"), &f).unwrap();
-        tpuport().args(["migrate", "--write"]).arg(&f).assert().code(0);
+        fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cuda/ddp_train.py"),
+            &f,
+        )
+        .unwrap();
+        tpuport()
+            .args(["migrate", "--write"])
+            .arg(&f)
+            .assert()
+            .code(0);
     }
 }

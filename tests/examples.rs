@@ -21,7 +21,10 @@ fn rule_examples_hold() {
         }
         let again = migrate_source(after, &rules, &index, settings);
         if again.output.is_some() {
-            failures.push(format!("{}: `after` is not stable under a second migration", r.id));
+            failures.push(format!(
+                "{}: `after` is not stable under a second migration",
+                r.id
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -38,5 +41,8 @@ fn fixable_rules_document_an_example() {
         .filter(|r| rules.get(&r.id).iter().all(|x| x.example.is_none()))
         .map(|r| r.id.as_str())
         .collect();
-    assert!(missing.is_empty(), "fixable rules without an example: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "fixable rules without an example: {missing:?}"
+    );
 }

@@ -17,22 +17,49 @@ fn snapshot_for(path: &Path) -> String {
     let mut rules = RuleSet::builtin();
     rules.filter(std::slice::from_ref(&id), &[]).unwrap();
     let index = RuleIndex::new(&rules);
-    let name = format!("{}/{}.py", path.parent().unwrap().file_name().unwrap().to_str().unwrap(), id);
+    let name = format!(
+        "{}/{}.py",
+        path.parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap(),
+        id
+    );
 
     let safe = migrate_source(&source, &rules, &index, Settings::default());
     let unsafe_ = migrate_source(&source, &rules, &index, Settings { unsafe_fixes: true });
-    assert!(safe.internal_error.is_none(), "{name}: {:?}", safe.internal_error);
-    assert!(unsafe_.internal_error.is_none(), "{name}: {:?}", unsafe_.internal_error);
-    assert!(!safe.diagnostics.is_empty(), "{name}: the fixture must contain cases the rule flags");
+    assert!(
+        safe.internal_error.is_none(),
+        "{name}: {:?}",
+        safe.internal_error
+    );
+    assert!(
+        unsafe_.internal_error.is_none(),
+        "{name}: {:?}",
+        unsafe_.internal_error
+    );
+    assert!(
+        !safe.diagnostics.is_empty(),
+        "{name}: the fixture must contain cases the rule flags"
+    );
     for out in [&safe.output, &unsafe_.output].into_iter().flatten() {
-        assert!(parse::is_valid(out), "{name}: the fixed file does not parse:\n{out}");
+        assert!(
+            parse::is_valid(out),
+            "{name}: the fixed file does not parse:\n{out}"
+        );
         // Idempotent: migrating the result changes nothing more.
         let again = migrate_source(out, &rules, &index, Settings { unsafe_fixes: true });
-        assert!(again.output.is_none(), "{name}: a second migration changed the file again");
+        assert!(
+            again.output.is_none(),
+            "{name}: a second migration changed the file again"
+        );
     }
 
     let required = Settings::default().required();
-    let mut snap = render::diagnostics_text(&name, &source, &safe.diagnostics, &rules, required, true);
+    let mut snap =
+        render::diagnostics_text(&name, &source, &safe.diagnostics, &rules, required, true);
     match &safe.output {
         Some(out) => snap.push_str(&render::unified_diff(&name, &source, out)),
         None => snap.push_str("(no safe fixes)\n"),
@@ -64,7 +91,10 @@ fn every_rule_has_a_fixture() {
             missing.push(r.id.clone());
         }
     }
-    assert!(missing.is_empty(), "rules without a fixture in tests/fixtures: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "rules without a fixture in tests/fixtures: {missing:?}"
+    );
     for fam in std::fs::read_dir(&root).unwrap() {
         for f in std::fs::read_dir(fam.unwrap().path()).unwrap() {
             let p = f.unwrap().path();

@@ -116,7 +116,8 @@ impl RuleIndex {
             ix.needle_ids.push(groups);
         }
         // Longest prefix first, so the most specific fallback wins.
-        ix.prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
+        ix.prefixes
+            .sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
         ix.needle_count = needles.len();
         ix.needle_set = AhoCorasick::builder()
             .ascii_case_insensitive(true)
@@ -144,7 +145,11 @@ impl RuleIndex {
 #[derive(Debug, Clone, PartialEq)]
 enum Role {
     Ident(String),
-    Slot { callee: String, key: String, nargs: usize },
+    Slot {
+        callee: String,
+        key: String,
+        nargs: usize,
+    },
 }
 
 pub struct Checker<'a> {
@@ -207,10 +212,11 @@ impl<'a> SourceOrderVisitor<'a> for Checker<'a> {
                     self.check_value_attribute(attr);
                 }
             }
-            AnyNodeRef::ExprName(name) if name.ctx == ExprContext::Load => {
-                if self.import_names.contains(name.id.as_str()) {
-                    self.check_reference(node);
-                }
+            AnyNodeRef::ExprName(name)
+                if name.ctx == ExprContext::Load
+                    && self.import_names.contains(name.id.as_str()) =>
+            {
+                self.check_reference(node);
             }
             AnyNodeRef::ExprStringLiteral(s) => self.check_string_literal(s),
             AnyNodeRef::ExprFString(f) => self.check_fstring(f),
@@ -221,7 +227,10 @@ impl<'a> SourceOrderVisitor<'a> for Checker<'a> {
     }
 
     fn leave_node(&mut self, node: AnyNodeRef<'a>) {
-        if !matches!(node, AnyNodeRef::StmtImport(_) | AnyNodeRef::StmtImportFrom(_)) {
+        if !matches!(
+            node,
+            AnyNodeRef::StmtImport(_) | AnyNodeRef::StmtImportFrom(_)
+        ) {
             self.stack.pop();
         }
     }
@@ -254,7 +263,42 @@ impl<'a> Checker<'a> {
             }
         }
         self.diags.sort_by_key(|d| (d.range.start(), d.rule));
-        self.diags
+        let mut diags = std::mem::take(&mut self.diags);
+        diags.retain(|d| !self.suppressed(d));
+        diags
+    }
+
+    /// `# tpuport: ignore` (all rules) or `# tpuport: ignore[DEV001, CUD004]` on the line where
+    /// a finding starts silences it.
+    fn suppressed(&self, d: &Diagnostic) -> bool {
+        let start = usize::from(d.range.start());
+        let line_start = self.src[..start].rfind('\n').map(|i| i + 1).unwrap_or(0);
+        let line_end = self.src[start..]
+            .find('\n')
+            .map(|i| i + start)
+            .unwrap_or(self.src.len());
+        let first = self
+            .parsed
+            .comments
+            .partition_point(|c| usize::from(c.start()) < line_start);
+        self.parsed.comments[first..]
+            .iter()
+            .take_while(|c| usize::from(c.start()) < line_end)
+            .any(|c| {
+                let text = &self.src[*c];
+                let Some(rest) = text.split("tpuport: ignore").nth(1) else {
+                    return false;
+                };
+                match rest.trim_start().strip_prefix('[') {
+                    None => true,
+                    Some(list) => list
+                        .split(']')
+                        .next()
+                        .unwrap_or("")
+                        .split(',')
+                        .any(|id| id.trim() == self.rules.rules[d.rule].id),
+                }
+            })
     }
 
     fn rule(&self, i: usize) -> &'a Rule {
@@ -293,45 +337,43 @@ impl<'a> Checker<'a> {
 
     fn check_call(&mut self, call: &'a ast::ExprCall) {
         let q = self.qualified(&call.func);
-        if let Some(q) = &q {
-            if let Some(ids) = self.index.calls.get(q) {
-                if let Some(&i) = ids.iter().find(|i| self.is_active(**i)) {
-                    self.emit(Match {
-                        rule: i,
-                        range: call.range(),
-                        qualified: Some(q.clone()),
-                        call: Some(call),
-                        receiver: None,
-                        reference: None,
-                        keyword: None,
-                    });
-                }
-            }
+        if let Some(q) = &q
+            && let Some(ids) = self.index.calls.get(q)
+            && let Some(&i) = ids.iter().find(|i| self.is_active(**i))
+        {
+            self.emit(Match {
+                rule: i,
+                range: call.range(),
+                qualified: Some(q.clone()),
+                call: Some(call),
+                receiver: None,
+                reference: None,
+                keyword: None,
+            });
         }
-        if let Expr::Attribute(a) = call.func.as_ref() {
-            if !self.sem.root_is_import(&a.value) {
-                if let Some(ids) = self.index.methods.get(a.attr.as_str()) {
-                    let recv = self.text(a.value.range());
-                    let hit = ids.iter().copied().find(|i| {
-                        self.is_active(*i)
-                            && self
-                                .rule(*i)
-                                .receiver
-                                .as_ref()
-                                .is_none_or(|re| re.is_match(recv))
-                    });
-                    if let Some(i) = hit {
-                        self.emit(Match {
-                            rule: i,
-                            range: call.range(),
-                            qualified: None,
-                            call: Some(call),
-                            receiver: Some(&a.value),
-                            reference: None,
-                            keyword: None,
-                        });
-                    }
-                }
+        if let Expr::Attribute(a) = call.func.as_ref()
+            && !self.sem.root_is_import(&a.value)
+            && let Some(ids) = self.index.methods.get(a.attr.as_str())
+        {
+            let recv = self.text(a.value.range());
+            let hit = ids.iter().copied().find(|i| {
+                self.is_active(*i)
+                    && self
+                        .rule(*i)
+                        .receiver
+                        .as_ref()
+                        .is_none_or(|re| re.is_match(recv))
+            });
+            if let Some(i) = hit {
+                self.emit(Match {
+                    rule: i,
+                    range: call.range(),
+                    qualified: None,
+                    call: Some(call),
+                    receiver: Some(&a.value),
+                    reference: None,
+                    keyword: None,
+                });
             }
         }
         for kw in &call.arguments.keywords {
@@ -367,10 +409,10 @@ impl<'a> Checker<'a> {
         let Some(ids) = self.index.attributes.get(attr.attr.as_str()) else {
             return;
         };
-        if let Some(AnyNodeRef::ExprCall(c)) = self.stack.last() {
-            if c.func.range() == attr.range {
-                return;
-            }
+        if let Some(AnyNodeRef::ExprCall(c)) = self.stack.last()
+            && c.func.range() == attr.range
+        {
+            return;
         }
         if self.sem.root_is_import(&attr.value) {
             return;
@@ -409,36 +451,42 @@ impl<'a> Checker<'a> {
                 q.push_str(a.attr.as_str());
                 q
             }),
-            AnyNodeRef::ExprName(n) => match &self.sem.resolve(n.id.as_str(), n.range.start()).map(|b| &b.kind) {
+            AnyNodeRef::ExprName(n) => match &self
+                .sem
+                .resolve(n.id.as_str(), n.range.start())
+                .map(|b| &b.kind)
+            {
                 Some(super::semantic::BindingKind::Import { qualified }) => Some(qualified.clone()),
                 _ => None,
             },
             _ => None,
         };
         let Some(q) = q else { return };
-        if let Some(ids) = self.index.refs.get(&q) {
-            if let Some(&i) = ids.iter().find(|i| self.is_active(**i)) {
-                let call = match self.stack.last() {
-                    Some(AnyNodeRef::ExprCall(c)) if c.func.range() == range => Some(*c),
-                    _ => None,
-                };
-                self.emit(Match {
-                    rule: i,
-                    range,
-                    qualified: Some(q),
-                    call,
-                    receiver: None,
-                    reference: Some(range),
-                    keyword: None,
-                });
-                return;
-            }
+        if let Some(ids) = self.index.refs.get(&q)
+            && let Some(&i) = ids.iter().find(|i| self.is_active(**i))
+        {
+            let call = match self.stack.last() {
+                Some(AnyNodeRef::ExprCall(c)) if c.func.range() == range => Some(*c),
+                _ => None,
+            };
+            self.emit(Match {
+                rule: i,
+                range,
+                qualified: Some(q),
+                call,
+                receiver: None,
+                reference: Some(range),
+                keyword: None,
+            });
+            return;
         }
         if !maximal {
             return;
         }
         let hit = self.index.prefixes.iter().find(|(p, i)| {
-            self.is_active(*i) && (q == *p || (q.starts_with(p.as_str()) && q.as_bytes().get(p.len()) == Some(&b'.')))
+            self.is_active(*i)
+                && (q == *p
+                    || (q.starts_with(p.as_str()) && q.as_bytes().get(p.len()) == Some(&b'.')))
         });
         if let Some((_, i)) = hit {
             let m = Match {
@@ -465,15 +513,22 @@ impl<'a> Checker<'a> {
         let lit = &s.value.as_slice()[0];
         let value = lit.value.to_string();
         let content = content_range(lit.range, lit.flags);
-        let exact = self.src.get(usize::from(content.start())..usize::from(content.end())) == Some(value.as_str());
+        let exact = self
+            .src
+            .get(usize::from(content.start())..usize::from(content.end()))
+            == Some(value.as_str());
         // Which form: the literal alone, or the head of a %-format, .format() or + concatenation.
         let parent = self.stack.last().copied();
         let grand = self.stack.len().checked_sub(2).map(|i| self.stack[i]);
         let (form, form_range, depth, static_text) = match (parent, grand) {
-            (Some(AnyNodeRef::ExprBinOp(b)), _) if b.left.range() == s.range && b.op == ast::Operator::Mod => {
+            (Some(AnyNodeRef::ExprBinOp(b)), _)
+                if b.left.range() == s.range && b.op == ast::Operator::Mod =>
+            {
                 (StringForm::Percent, b.range, 1, value.clone())
             }
-            (Some(AnyNodeRef::ExprBinOp(b)), _) if b.left.range() == s.range && b.op == ast::Operator::Add => {
+            (Some(AnyNodeRef::ExprBinOp(b)), _)
+                if b.left.range() == s.range && b.op == ast::Operator::Add =>
+            {
                 (StringForm::Concat, b.range, 1, format!("{value}{{}}"))
             }
             (Some(AnyNodeRef::ExprAttribute(a)), Some(AnyNodeRef::ExprCall(c)))
@@ -516,10 +571,16 @@ impl<'a> Checker<'a> {
         for el in fs.elements.iter() {
             match el {
                 ast::InterpolatedStringElement::Literal(l) => {
-                    let exact = self.src.get(usize::from(l.range.start())..usize::from(l.range.end()))
+                    let exact = self
+                        .src
+                        .get(usize::from(l.range.start())..usize::from(l.range.end()))
                         == Some(&*l.value);
                     if exact {
-                        segments.push((static_text.len(), static_text.len() + l.value.len(), l.range.start()));
+                        segments.push((
+                            static_text.len(),
+                            static_text.len() + l.value.len(),
+                            l.range.start(),
+                        ));
                     }
                     static_text.push_str(&l.value);
                 }
@@ -545,7 +606,12 @@ impl<'a> Checker<'a> {
                 continue;
             }
             let rule = self.rule(i);
-            let Matcher::String { regex, positions, forms } = &rule.matcher else {
+            let Matcher::String {
+                regex,
+                positions,
+                forms,
+            } = &rule.matcher
+            else {
                 continue;
             };
             if !forms.contains(&site.form) || !regex.is_match(&site.static_text) {
@@ -558,8 +624,11 @@ impl<'a> Checker<'a> {
                     }
                 }
                 Some(classes) => {
-                    let roles = roles.get_or_insert_with(|| self.roles(site.form_range, site.depth));
-                    let in_position = classes.iter().any(|c| self.class_matches(c, roles, rule.min_args));
+                    let roles =
+                        roles.get_or_insert_with(|| self.roles(site.form_range, site.depth));
+                    let in_position = classes
+                        .iter()
+                        .any(|c| self.class_matches(c, roles, rule.min_args));
                     if in_position {
                         let d = self.string_diagnostic(i, &site);
                         self.diags.push(d);
@@ -581,8 +650,17 @@ impl<'a> Checker<'a> {
         roles.iter().any(|role| {
             patterns.iter().any(|p| match (p, role) {
                 // A rule that needs a call with at least N arguments only matches call slots.
-                (PositionPattern::Ident(re), Role::Ident(name)) => min_args.is_none() && re.is_match(name),
-                (PositionPattern::Slot { callee, key }, Role::Slot { callee: c, key: k, nargs }) => {
+                (PositionPattern::Ident(re), Role::Ident(name)) => {
+                    min_args.is_none() && re.is_match(name)
+                }
+                (
+                    PositionPattern::Slot { callee, key },
+                    Role::Slot {
+                        callee: c,
+                        key: k,
+                        nargs,
+                    },
+                ) => {
                     callee == c && (key == "*" || key == k) && min_args.is_none_or(|m| *nargs >= m)
                 }
                 _ => false,
@@ -605,10 +683,10 @@ impl<'a> Checker<'a> {
                 AnyNodeRef::ExprSet(e) => child = e.range,
                 AnyNodeRef::ExprDict(d) => {
                     for item in &d.items {
-                        if item.value.range() == child {
-                            if let Some(Expr::StringLiteral(k)) = &item.key {
-                                roles.push(Role::Ident(k.value.to_str().to_string()));
-                            }
+                        if item.value.range() == child
+                            && let Some(Expr::StringLiteral(k)) = &item.key
+                        {
+                            roles.push(Role::Ident(k.value.to_str().to_string()));
                         }
                     }
                     child = d.range;
@@ -629,26 +707,41 @@ impl<'a> Checker<'a> {
                     let nargs = c.arguments.args.len() + c.arguments.keywords.len();
                     match keyword {
                         Some(kw) => {
-                            if callee == ".add_argument" && matches!(kw, "default" | "choices" | "const") {
-                                if let Some(dest) = argparse_dest(c) {
-                                    roles.push(Role::Ident(dest));
-                                }
+                            if callee == ".add_argument"
+                                && matches!(kw, "default" | "choices" | "const")
+                                && let Some(dest) = argparse_dest(c)
+                            {
+                                roles.push(Role::Ident(dest));
                             }
-                            roles.push(Role::Slot { callee, key: kw.to_string(), nargs });
+                            roles.push(Role::Slot {
+                                callee,
+                                key: kw.to_string(),
+                                nargs,
+                            });
                         }
                         None => {
-                            if let Some(idx) = c.arguments.args.iter().position(|a| a.range() == child) {
-                                roles.push(Role::Slot { callee, key: idx.to_string(), nargs });
+                            if let Some(idx) =
+                                c.arguments.args.iter().position(|a| a.range() == child)
+                            {
+                                roles.push(Role::Slot {
+                                    callee,
+                                    key: idx.to_string(),
+                                    nargs,
+                                });
                             }
                         }
                     }
                     break;
                 }
                 AnyNodeRef::ExprSubscript(s) => {
-                    if s.slice.range() == child {
-                        if let Some(q) = self.qualified(&s.value) {
-                            roles.push(Role::Slot { callee: q, key: "[]".into(), nargs: 1 });
-                        }
+                    if s.slice.range() == child
+                        && let Some(q) = self.qualified(&s.value)
+                    {
+                        roles.push(Role::Slot {
+                            callee: q,
+                            key: "[]".into(),
+                            nargs: 1,
+                        });
                     }
                     break;
                 }
@@ -718,7 +811,9 @@ impl<'a> Checker<'a> {
                 let Matcher::String { regex, .. } = &rule.matcher else {
                     unreachable!()
                 };
-                let new = regex.replace(&site.static_text, replacement.as_str()).into_owned();
+                let new = regex
+                    .replace(&site.static_text, replacement.as_str())
+                    .into_owned();
                 match string_edit(&site.static_text, &new, &site.segments) {
                     Some(edit) => d.fix = Some(self.make_fix(rule, vec![edit], vec![], false)),
                     None => match site.requote {
@@ -779,7 +874,9 @@ impl<'a> Checker<'a> {
         };
         if let Some(action) = &rule.action {
             match self.build_fix(rule, action, m) {
-                Ok(fix) if fix.edits.iter().all(|e| self.text(e.range) == e.content) => return None,
+                Ok(fix) if fix.edits.iter().all(|e| self.text(e.range) == e.content) => {
+                    return None;
+                }
                 Ok(fix) => d.fix = Some(fix),
                 Err(note) => d.note = Some(note),
             }
@@ -789,16 +886,25 @@ impl<'a> Checker<'a> {
 
     /// Drop fixes that touch a region with a syntax error.
     fn finalize(&self, mut d: Diagnostic) -> Diagnostic {
-        if let Some(fix) = &d.fix {
-            if fix.edits.iter().any(|e| self.parsed.in_broken_region(e.range)) {
-                d.fix = None;
-                d.note = Some("inside a region with a syntax error: fix the syntax error first".into());
-            }
+        if let Some(fix) = &d.fix
+            && fix
+                .edits
+                .iter()
+                .any(|e| self.parsed.in_broken_region(e.range))
+        {
+            d.fix = None;
+            d.note = Some("inside a region with a syntax error: fix the syntax error first".into());
         }
         d
     }
 
-    fn make_fix(&self, rule: &Rule, edits: Vec<Edit>, imports: Vec<String>, downgrade: bool) -> Fix {
+    fn make_fix(
+        &self,
+        rule: &Rule,
+        edits: Vec<Edit>,
+        imports: Vec<String>,
+        downgrade: bool,
+    ) -> Fix {
         let loses_comment = edits.iter().any(|e| self.parsed.has_comment_in(e.range));
         let mut applicability = rule.fix;
         if (downgrade || loses_comment) && applicability > FixClass::Unsafe {
@@ -832,17 +938,29 @@ impl<'a> Checker<'a> {
                     _ => return Err("nothing to rename".into()),
                 };
                 let (text, import) = template::qualify(to, &self.ctx(target.start()));
-                Ok(self.make_fix(rule, vec![Edit::replace(target, text)], import.into_iter().collect(), false))
+                Ok(self.make_fix(
+                    rule,
+                    vec![Edit::replace(target, text)],
+                    import.into_iter().collect(),
+                    false,
+                ))
             }
             Action::Replace(t) => {
                 let target = match rule.matcher {
-                    Matcher::Reference { .. } | Matcher::Attribute(_) => m.reference.unwrap_or(m.range),
+                    Matcher::Reference { .. } | Matcher::Attribute(_) => {
+                        m.reference.unwrap_or(m.range)
+                    }
                     _ => m.call.map(|c| c.range()).unwrap_or(m.range),
                 };
                 let values = self.bind(rule, m)?;
                 let r = self.render(t, &values, rule, target.start())?;
                 let text = self.parenthesize(target, r.text);
-                Ok(self.make_fix(rule, vec![Edit::replace(target, text)], r.imports, r.duplicated || values.downgrade))
+                Ok(self.make_fix(
+                    rule,
+                    vec![Edit::replace(target, text)],
+                    r.imports,
+                    r.duplicated || values.downgrade,
+                ))
             }
             Action::Call { to, args } => {
                 let call = m.call.ok_or("not a call")?;
@@ -863,7 +981,8 @@ impl<'a> Checker<'a> {
                     }
                     None => {}
                 }
-                let (arg_edits, arg_imports, dup) = self.rewrite_arguments(rule, call, args, &values)?;
+                let (arg_edits, arg_imports, dup) =
+                    self.rewrite_arguments(rule, call, args, &values)?;
                 edits.extend(arg_edits);
                 imports.extend(arg_imports);
                 Ok(self.make_fix(rule, edits, imports, dup || values.downgrade))
@@ -872,7 +991,10 @@ impl<'a> Checker<'a> {
                 let call = m.call.ok_or("not a call")?;
                 let kw = m.keyword.ok_or("no keyword")?;
                 let items = arg_items(call);
-                let idx = items.iter().position(|r| *r == kw.range()).ok_or("keyword not found")?;
+                let idx = items
+                    .iter()
+                    .position(|r| *r == kw.range())
+                    .ok_or("keyword not found")?;
                 Ok(self.make_fix(rule, vec![delete_item(&items, idx, call)], vec![], false))
             }
             Action::Remove(RemoveKind::Statement) => {
@@ -884,7 +1006,13 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn render(&self, t: &str, values: &Bound<'a>, rule: &Rule, site: TextSize) -> Result<template::Rendered, String> {
+    fn render(
+        &self,
+        t: &str,
+        values: &Bound<'a>,
+        rule: &Rule,
+        site: TextSize,
+    ) -> Result<template::Rendered, String> {
         template::render(t, &values.values, &rule.convert, &self.ctx(site)).map_err(|e| match e {
             Skip::Missing => "a required argument is missing".to_string(),
             Skip::Manual(why) => why,
@@ -903,7 +1031,10 @@ impl<'a> Checker<'a> {
             b.values.insert("receiver".into(), self.value(r));
         }
         let Some(call) = m.call else { return Ok(b) };
-        if m.reference.is_some() && m.receiver.is_none() && !matches!(rule.matcher, Matcher::Call(_)) {
+        if m.reference.is_some()
+            && m.receiver.is_none()
+            && !matches!(rule.matcher, Matcher::Call(_))
+        {
             // A reference in callee position: arguments are not part of the match.
             if rule.params.is_empty() {
                 return Ok(b);
@@ -915,7 +1046,10 @@ impl<'a> Checker<'a> {
                     if rule.pass_rest {
                         b.rest.push(arg.range());
                     } else {
-                        return Err(format!("unexpected argument `{}`: edit this call by hand", self.text(arg.range())));
+                        return Err(format!(
+                            "unexpected argument `{}`: edit this call by hand",
+                            self.text(arg.range())
+                        ));
                     }
                 }
                 (_, Some(p)) => {
@@ -931,7 +1065,8 @@ impl<'a> Checker<'a> {
                         return Err(format!("`{name}` is given twice"));
                     }
                     b.values.insert(name.to_string(), self.value(&kw.value));
-                    b.sources.insert(name.to_string(), (kw.value.range(), Some(kw.range())));
+                    b.sources
+                        .insert(name.to_string(), (kw.value.range(), Some(kw.range())));
                 }
                 _ => {
                     if rule.pass_rest {
@@ -984,7 +1119,10 @@ impl<'a> Checker<'a> {
         let items = arg_items(call);
         // Each new item is either an untouched source argument (maybe losing its `name=`) or text.
         enum New {
-            Source { item: usize, strip: Option<TextRange> },
+            Source {
+                item: usize,
+                strip: Option<TextRange>,
+            },
             Text(String),
         }
         let mut new: Vec<New> = vec![];
@@ -993,29 +1131,39 @@ impl<'a> Checker<'a> {
         for a in args {
             let (kw, t) = split_keyword_item(a);
             // `{param}` alone, without conversion, refers to the source argument itself.
-            if let Some(p) = t.strip_prefix('{').and_then(|x| x.strip_suffix('}')) {
-                if !rule.convert.contains_key(p) && !p.contains(['{', '}']) {
-                    match b.sources.get(p) {
-                        None if p != "receiver" => continue,
-                        Some((value, kwrange)) => {
-                            let whole = kwrange.unwrap_or(*value);
-                            let item = items.iter().position(|r| *r == whole).ok_or("argument not found")?;
-                            let same_kw = match (kw, kwrange) {
-                                (Some(k), Some(_)) => call.arguments.keywords.iter().any(|x| x.range() == whole && x.arg.as_ref().is_some_and(|n| n.as_str() == k)),
-                                (None, None) => true,
-                                _ => false,
-                            };
-                            if same_kw {
-                                new.push(New::Source { item, strip: None });
-                                continue;
-                            }
-                            if kw.is_none() {
-                                new.push(New::Source { item, strip: Some(TextRange::new(whole.start(), value.start())) });
-                                continue;
-                            }
+            if let Some(p) = t.strip_prefix('{').and_then(|x| x.strip_suffix('}'))
+                && !rule.convert.contains_key(p)
+                && !p.contains(['{', '}'])
+            {
+                match b.sources.get(p) {
+                    None if p != "receiver" => continue,
+                    Some((value, kwrange)) => {
+                        let whole = kwrange.unwrap_or(*value);
+                        let item = items
+                            .iter()
+                            .position(|r| *r == whole)
+                            .ok_or("argument not found")?;
+                        let same_kw = match (kw, kwrange) {
+                            (Some(k), Some(_)) => call.arguments.keywords.iter().any(|x| {
+                                x.range() == whole
+                                    && x.arg.as_ref().is_some_and(|n| n.as_str() == k)
+                            }),
+                            (None, None) => true,
+                            _ => false,
+                        };
+                        if same_kw {
+                            new.push(New::Source { item, strip: None });
+                            continue;
                         }
-                        None => {}
+                        if kw.is_none() {
+                            new.push(New::Source {
+                                item,
+                                strip: Some(TextRange::new(whole.start(), value.start())),
+                            });
+                            continue;
+                        }
                     }
+                    None => {}
                 }
             }
             let r = match template::render(t, &b.values, &rule.convert, &self.ctx(call.start())) {
@@ -1031,7 +1179,10 @@ impl<'a> Checker<'a> {
             }));
         }
         for r in &b.rest {
-            let item = items.iter().position(|x| x == r).ok_or("argument not found")?;
+            let item = items
+                .iter()
+                .position(|x| x == r)
+                .ok_or("argument not found")?;
             new.push(New::Source { item, strip: None });
         }
         // Minimal edits: all new items are source items, in order, none added.
@@ -1044,9 +1195,14 @@ impl<'a> Checker<'a> {
             .collect();
         if let Some(kept) = all_source {
             let in_order = kept.windows(2).all(|w| w[0].0 < w[1].0);
-            let dropped: Vec<usize> = (0..items.len()).filter(|i| !kept.iter().any(|k| k.0 == *i)).collect();
+            let dropped: Vec<usize> = (0..items.len())
+                .filter(|i| !kept.iter().any(|k| k.0 == *i))
+                .collect();
             if in_order && dropped.len() <= 1 {
-                let mut edits: Vec<Edit> = kept.iter().filter_map(|(_, s)| s.map(Edit::delete)).collect();
+                let mut edits: Vec<Edit> = kept
+                    .iter()
+                    .filter_map(|(_, s)| s.map(Edit::delete))
+                    .collect();
                 if let Some(&d) = dropped.first() {
                     edits.push(delete_item(&items, d, call));
                 }
@@ -1077,7 +1233,12 @@ impl<'a> Checker<'a> {
         if parse::expr_is_atomic(&text) {
             return text;
         }
-        let tight = match self.stack.iter().rev().find(|n| n.range() != target && n.range().contains_range(target)) {
+        let tight = match self
+            .stack
+            .iter()
+            .rev()
+            .find(|n| n.range() != target && n.range().contains_range(target))
+        {
             Some(AnyNodeRef::ExprAttribute(_))
             | Some(AnyNodeRef::ExprSubscript(_))
             | Some(AnyNodeRef::ExprBinOp(_))
@@ -1098,9 +1259,14 @@ impl<'a> Checker<'a> {
             .iter()
             .rposition(|n| n.as_stmt_ref().is_some())
             .ok_or("not inside a statement")?;
-        let stmt = ancestors[stmt_pos].as_stmt_ref().ok_or("not inside a statement")?;
+        let stmt = ancestors[stmt_pos]
+            .as_stmt_ref()
+            .ok_or("not inside a statement")?;
         let path = &ancestors[stmt_pos + 1..];
-        let calls = path.iter().filter(|n| matches!(n, AnyNodeRef::ExprCall(_))).count();
+        let calls = path
+            .iter()
+            .filter(|n| matches!(n, AnyNodeRef::ExprCall(_)))
+            .count();
         let removable = match stmt {
             ast::StmtRef::Expr(e) => {
                 let is_call = matches!(e.value.as_ref(), Expr::Call(_));
@@ -1108,10 +1274,15 @@ impl<'a> Checker<'a> {
                     || (calls == 1 && is_call && e.value.range().contains_range(target))
             }
             ast::StmtRef::Assign(a) => {
-                a.targets.iter().all(|t| !binds_name(t)) && a.targets.iter().any(|t| t.range().contains_range(target))
+                a.targets.iter().all(|t| !binds_name(t))
+                    && a.targets.iter().any(|t| t.range().contains_range(target))
             }
-            ast::StmtRef::AugAssign(a) => !binds_name(&a.target) && a.target.range().contains_range(target),
-            ast::StmtRef::AnnAssign(a) => !binds_name(&a.target) && a.target.range().contains_range(target),
+            ast::StmtRef::AugAssign(a) => {
+                !binds_name(&a.target) && a.target.range().contains_range(target)
+            }
+            ast::StmtRef::AnnAssign(a) => {
+                !binds_name(&a.target) && a.target.range().contains_range(target)
+            }
             _ => false,
         };
         if !removable {
@@ -1151,7 +1322,10 @@ struct Bound<'a> {
 }
 
 fn content_range(range: TextRange, flags: ast::StringLiteralFlags) -> TextRange {
-    TextRange::new(range.start() + flags.opener_len(), range.end() - flags.closer_len())
+    TextRange::new(
+        range.start() + flags.opener_len(),
+        range.end() - flags.closer_len(),
+    )
 }
 
 /// The smallest edit turning `old` into `new`, placed inside a verbatim source segment.
@@ -1191,7 +1365,10 @@ fn string_edit(old: &str, new: &str, segments: &[(usize, usize, TextSize)]) -> O
 fn split_keyword_item(item: &str) -> (Option<&str>, &str) {
     if let Some((k, v)) = item.split_once('=') {
         let k = k.trim();
-        if !k.is_empty() && k.chars().all(|c| c.is_alphanumeric() || c == '_') && !v.starts_with('=') {
+        if !k.is_empty()
+            && k.chars().all(|c| c.is_alphanumeric() || c == '_')
+            && !v.starts_with('=')
+        {
             return (Some(k), v.trim());
         }
     }
@@ -1256,11 +1433,17 @@ pub fn delete_statement(src: &str, range: TextRange, only_in_block: bool) -> Edi
     }
     if let Some(rest) = after_trim.strip_prefix(';') {
         let skip = after.len() - rest.trim_start().len();
-        return Edit::delete(TextRange::new(range.start(), range.end() + TextSize::try_from(skip).unwrap()));
+        return Edit::delete(TextRange::new(
+            range.start(),
+            range.end() + TextSize::try_from(skip).unwrap(),
+        ));
     }
     // `a; b` where b is removed: take the `;` before it.
     let semi = before.rfind(';').map(|i| ls + i).unwrap_or(s);
-    Edit::delete(TextRange::new(TextSize::try_from(semi).unwrap(), range.end()))
+    Edit::delete(TextRange::new(
+        TextSize::try_from(semi).unwrap(),
+        range.end(),
+    ))
 }
 
 fn body_of(node: AnyNodeRef<'_>) -> Option<Vec<&[Stmt]>> {
@@ -1310,10 +1493,10 @@ fn ident_of(e: &Expr) -> Option<String> {
 
 /// `parser.add_argument("--device", "-d", ...)` → `device` (or its `dest=`).
 fn argparse_dest(c: &ast::ExprCall) -> Option<String> {
-    if let Some(kw) = c.arguments.find_keyword("dest") {
-        if let Expr::StringLiteral(s) = &kw.value {
-            return Some(s.value.to_str().to_string());
-        }
+    if let Some(kw) = c.arguments.find_keyword("dest")
+        && let Expr::StringLiteral(s) = &kw.value
+    {
+        return Some(s.value.to_str().to_string());
     }
     let names: Vec<&str> = c
         .arguments
@@ -1324,7 +1507,10 @@ fn argparse_dest(c: &ast::ExprCall) -> Option<String> {
             _ => None,
         })
         .collect();
-    let long = names.iter().find(|n| n.starts_with("--")).or(names.first())?;
+    let long = names
+        .iter()
+        .find(|n| n.starts_with("--"))
+        .or(names.first())?;
     Some(long.trim_start_matches('-').replace('-', "_"))
 }
 
@@ -1357,7 +1543,10 @@ mod tests {
     fn string_edit_is_minimal() {
         let seg = [(0usize, 6usize, TextSize::from(10))];
         let e = string_edit("cuda:0", "tpu:0", &seg).unwrap();
-        assert_eq!(e.range, TextRange::new(TextSize::from(10), TextSize::from(14)));
+        assert_eq!(
+            e.range,
+            TextRange::new(TextSize::from(10), TextSize::from(14))
+        );
         assert_eq!(e.content, "tpu");
         // A change outside every verbatim segment cannot be placed.
         assert!(string_edit("cuda:{}", "tpu:{}", &[(4, 7, TextSize::from(0))]).is_none());
@@ -1365,7 +1554,10 @@ mod tests {
 
     #[test]
     fn keyword_items() {
-        assert_eq!(split_keyword_item("non_blocking={nb}"), (Some("non_blocking"), "{nb}"));
+        assert_eq!(
+            split_keyword_item("non_blocking={nb}"),
+            (Some("non_blocking"), "{nb}")
+        );
         assert_eq!(split_keyword_item("a == b"), (None, "a == b"));
         assert_eq!(split_keyword_item("{x}"), (None, "{x}"));
     }
@@ -1373,12 +1565,24 @@ mod tests {
     #[test]
     fn statement_deletion() {
         let src = "a\nb  # c\nd\n";
-        let e = delete_statement(src, TextRange::new(TextSize::from(2), TextSize::from(3)), false);
+        let e = delete_statement(
+            src,
+            TextRange::new(TextSize::from(2), TextSize::from(3)),
+            false,
+        );
         assert_eq!(super::super::edit::apply_edits(src, vec![&e]), "a\nd\n");
         let src = "a; b\n";
-        let e = delete_statement(src, TextRange::new(TextSize::from(3), TextSize::from(4)), false);
+        let e = delete_statement(
+            src,
+            TextRange::new(TextSize::from(3), TextSize::from(4)),
+            false,
+        );
         assert_eq!(super::super::edit::apply_edits(src, vec![&e]), "a\n");
-        let e = delete_statement(src, TextRange::new(TextSize::from(0), TextSize::from(1)), false);
+        let e = delete_statement(
+            src,
+            TextRange::new(TextSize::from(0), TextSize::from(1)),
+            false,
+        );
         assert_eq!(super::super::edit::apply_edits(src, vec![&e]), "b\n");
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Result;
@@ -136,7 +136,7 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
     })
 }
 
-fn process(path: &PathBuf, rules: &RuleSet, index: &RuleIndex, opts: &Options) -> FileReport {
+fn process(path: &Path, rules: &RuleSet, index: &RuleIndex, opts: &Options) -> FileReport {
     let mut report = FileReport {
         outcome: None,
         issues: vec![],
@@ -161,7 +161,7 @@ fn process(path: &PathBuf, rules: &RuleSet, index: &RuleIndex, opts: &Options) -
             n => format!(" ({n} more after it)"),
         };
         report.issues.push(FileIssue {
-            path: path.clone(),
+            path: path.to_path_buf(),
             location: Some(render::location(&source.text, e.range)),
             message: format!(
                 "syntax error: {}{more}; fix it and run again (fixes were applied only outside the broken statement)",
@@ -171,7 +171,7 @@ fn process(path: &PathBuf, rules: &RuleSet, index: &RuleIndex, opts: &Options) -
     }
     if let Some(msg) = &outcome.internal_error {
         report.issues.push(FileIssue {
-            path: path.clone(),
+            path: path.to_path_buf(),
             location: None,
             message: format!("internal error: {msg}"),
         });
@@ -183,8 +183,16 @@ fn process(path: &PathBuf, rules: &RuleSet, index: &RuleIndex, opts: &Options) -
         .count();
     match opts.format {
         Format::Json => {
-            for d in render::json_diagnostics(&display, &source.text, &outcome.diagnostics, rules, required) {
-                report.json.push(serde_json::to_value(d).unwrap_or_default());
+            for d in render::json_diagnostics(
+                &display,
+                &source.text,
+                &outcome.diagnostics,
+                rules,
+                required,
+            ) {
+                report
+                    .json
+                    .push(serde_json::to_value(d).unwrap_or_default());
             }
         }
         Format::Text => {
@@ -198,27 +206,29 @@ fn process(path: &PathBuf, rules: &RuleSet, index: &RuleIndex, opts: &Options) -
                     !opts.quiet,
                 ));
             }
-            if matches!(opts.mode, Mode::Preview | Mode::Diff) {
-                if let Some(new) = &outcome.output {
-                    report.text.push_str(&render::unified_diff(&display, &source.text, new));
-                }
+            if matches!(opts.mode, Mode::Preview | Mode::Diff)
+                && let Some(new) = &outcome.output
+            {
+                report
+                    .text
+                    .push_str(&render::unified_diff(&display, &source.text, new));
             }
         }
     }
-    if opts.mode == Mode::Write {
-        if let Some(new) = &outcome.output {
-            let mut bytes = Vec::with_capacity(new.len() + 3);
-            if source.bom {
-                bytes.extend_from_slice(b"\xEF\xBB\xBF");
-            }
-            bytes.extend_from_slice(new.as_bytes());
-            if let Err(e) = files::write_atomic(path, &bytes) {
-                report.issues.push(FileIssue {
-                    path: path.clone(),
-                    location: None,
-                    message: format!("cannot write: {e}; the file was left as it was"),
-                });
-            }
+    if opts.mode == Mode::Write
+        && let Some(new) = &outcome.output
+    {
+        let mut bytes = Vec::with_capacity(new.len() + 3);
+        if source.bom {
+            bytes.extend_from_slice(b"\xEF\xBB\xBF");
+        }
+        bytes.extend_from_slice(new.as_bytes());
+        if let Err(e) = files::write_atomic(path, &bytes) {
+            report.issues.push(FileIssue {
+                path: path.to_path_buf(),
+                location: None,
+                message: format!("cannot write: {e}; the file was left as it was"),
+            });
         }
     }
     report.outcome = Some(outcome);
@@ -228,7 +238,11 @@ fn process(path: &PathBuf, rules: &RuleSet, index: &RuleIndex, opts: &Options) -
 fn summary(w: &mut impl Write, t: &Totals, opts: &Options, secs: f64) -> std::io::Result<()> {
     let fixed: usize = t.applied.values().sum();
     let left: usize = t.remaining.values().sum();
-    let verb = if opts.mode == Mode::Write { "changed" } else { "would change" };
+    let verb = if opts.mode == Mode::Write {
+        "changed"
+    } else {
+        "would change"
+    };
     writeln!(w)?;
     writeln!(
         w,
@@ -236,11 +250,19 @@ fn summary(w: &mut impl Write, t: &Totals, opts: &Options, secs: f64) -> std::io
         t.scanned, t.parsed, t.changed, t.errors, secs
     )?;
     if fixed > 0 {
-        let word = if opts.mode == Mode::Write { "applied" } else { "to apply" };
+        let word = if opts.mode == Mode::Write {
+            "applied"
+        } else {
+            "to apply"
+        };
         writeln!(w, "  fixes {word}: {fixed}  ({})", by_rule(&t.applied))?;
     }
     if left > 0 {
-        writeln!(w, "  left for manual work: {left}  ({})", by_rule(&t.remaining))?;
+        writeln!(
+            w,
+            "  left for manual work: {left}  ({})",
+            by_rule(&t.remaining)
+        )?;
     }
     if t.hidden_unsafe > 0 && !opts.settings.unsafe_fixes {
         writeln!(

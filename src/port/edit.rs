@@ -40,8 +40,18 @@ pub struct Fix {
 
 impl Fix {
     pub fn range(&self) -> TextRange {
-        let start = self.edits.iter().map(|e| e.range.start()).min().unwrap_or_default();
-        let end = self.edits.iter().map(|e| e.range.end()).max().unwrap_or_default();
+        let start = self
+            .edits
+            .iter()
+            .map(|e| e.range.start())
+            .min()
+            .unwrap_or_default();
+        let end = self
+            .edits
+            .iter()
+            .map(|e| e.range.end())
+            .max()
+            .unwrap_or_default();
         TextRange::new(start, end)
     }
 
@@ -79,7 +89,7 @@ pub fn apply_fixes(source: &str, fixes: &[(usize, &Fix)]) -> (String, Vec<usize>
 }
 
 /// Apply edits that are known not to overlap.
-pub fn apply_edits<'e>(source: &str, mut edits: Vec<&'e Edit>) -> String {
+pub fn apply_edits(source: &str, mut edits: Vec<&Edit>) -> String {
     edits.sort_by_key(|e| (e.range.start(), e.range.end()));
     let mut out = String::with_capacity(source.len() + 64);
     let mut last = 0usize;

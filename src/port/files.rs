@@ -50,7 +50,10 @@ pub fn discover(paths: &[PathBuf], no_ignore: bool) -> (Vec<PathBuf>, Vec<FileIs
                 continue;
             }
             Ok(m) if !m.is_dir() => {
-                issues.push(issue(p, "not a regular file or folder; pass .py files or folders"));
+                issues.push(issue(
+                    p,
+                    "not a regular file or folder; pass .py files or folders",
+                ));
                 continue;
             }
             Ok(_) => {}
@@ -86,7 +89,9 @@ fn walk_issue(root: &Path, err: ignore::Error) -> FileIssue {
                 path = p.clone();
                 e = err;
             }
-            ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => e = err,
+            ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+                e = err
+            }
             ignore::Error::Loop { child, ancestor } => {
                 return issue(
                     child,
@@ -106,7 +111,9 @@ fn describe_io(e: &std::io::Error, what: &str) -> String {
     use std::io::ErrorKind::*;
     let text = e.to_string();
     if e.raw_os_error() == Some(40) || text.contains("os error 40") {
-        return format!("{what}: symbolic link loop (too many levels of symbolic links); fix or remove the link");
+        return format!(
+            "{what}: symbolic link loop (too many levels of symbolic links); fix or remove the link"
+        );
     }
     let hint = match e.kind() {
         NotFound => "check the path",
@@ -157,7 +164,9 @@ pub fn read_source(path: &Path, max_bytes: u64) -> Result<Source, FileIssue> {
             Err(FileIssue {
                 path: path.to_path_buf(),
                 location: Some(format!("{l}:{c}")),
-                message: "not valid UTF-8; re-encode the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)".into(),
+                message:
+                    "not valid UTF-8; re-encode the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
+                        .into(),
             })
         }
     }
@@ -166,7 +175,11 @@ pub fn read_source(path: &Path, max_bytes: u64) -> Result<Source, FileIssue> {
 fn line_col_bytes(bytes: &[u8], pos: usize) -> (usize, usize) {
     let before = &bytes[..pos];
     let line = before.iter().filter(|b| **b == b'\n').count() + 1;
-    let start = before.iter().rposition(|b| *b == b'\n').map(|i| i + 1).unwrap_or(0);
+    let start = before
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map(|i| i + 1)
+        .unwrap_or(0);
     let col = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
     (line, col)
 }
@@ -174,7 +187,10 @@ fn line_col_bytes(bytes: &[u8], pos: usize) -> (usize, usize) {
 /// Write `contents` to `path` atomically: a temporary file in the same folder, the original's
 /// permissions, then a rename. The original is never half-written.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let perms = fs::metadata(path)?.permissions();
     let mut tmp = tempfile::Builder::new()
         .prefix(".tpuport-")
@@ -210,7 +226,13 @@ mod tests {
 
         let big = dir.path().join("c.py");
         fs::write(&big, vec![b'#'; 2000]).unwrap();
-        assert!(read_source(&big, 1000).err().unwrap().message.contains("--max-file-size"));
+        assert!(
+            read_source(&big, 1000)
+                .err()
+                .unwrap()
+                .message
+                .contains("--max-file-size")
+        );
 
         let bom = dir.path().join("d.py");
         fs::write(&bom, b"\xEF\xBB\xBFx = 1\n").unwrap();
@@ -229,7 +251,10 @@ mod tests {
         fs::set_permissions(&f, fs::Permissions::from_mode(0o750)).unwrap();
         write_atomic(&f, b"new").unwrap();
         assert_eq!(fs::read_to_string(&f).unwrap(), "new");
-        assert_eq!(fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o750);
+        assert_eq!(
+            fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+            0o750
+        );
         let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1);
     }

@@ -30,11 +30,11 @@ pub fn add_imports(text: &str, roots: &[String]) -> String {
     let body = &parsed.module.body;
     let mut at: Option<TextSize> = None;
     let mut i = 0;
-    if let Some(Stmt::Expr(e)) = body.first() {
-        if matches!(e.value.as_ref(), Expr::StringLiteral(_)) {
-            at = Some(e.end());
-            i = 1;
-        }
+    if let Some(Stmt::Expr(e)) = body.first()
+        && matches!(e.value.as_ref(), Expr::StringLiteral(_))
+    {
+        at = Some(e.end());
+        i = 1;
     }
     while let Some(stmt) = body.get(i) {
         let is_import = matches!(stmt, Stmt::Import(_) | Stmt::ImportFrom(_));
@@ -48,7 +48,10 @@ pub fn add_imports(text: &str, roots: &[String]) -> String {
     match at {
         None => {
             // Before the first statement (after a shebang/encoding/comment header).
-            let first = body.first().map(|s| line_start(text, s.start())).unwrap_or(TextSize::from(0));
+            let first = body
+                .first()
+                .map(|s| line_start(text, s.start()))
+                .unwrap_or(TextSize::from(0));
             let e = Edit::insert(first, lines);
             apply_edits(text, vec![&e])
         }
@@ -75,7 +78,9 @@ fn import_keys(sem: &Semantic) -> Vec<Option<ImportKey>> {
         .iter()
         .map(|b| match &b.kind {
             BindingKind::Import { qualified } => {
-                let n = seen.entry((b.scope, b.name.as_str(), qualified.as_str())).or_default();
+                let n = seen
+                    .entry((b.scope, b.name.as_str(), qualified.as_str()))
+                    .or_default();
                 *n += 1;
                 Some((b.scope, b.name.clone(), qualified.clone(), *n))
             }
@@ -98,7 +103,9 @@ pub fn remove_unused(text: &str, used_before: &HashSet<ImportKey>) -> String {
         .bindings
         .iter()
         .enumerate()
-        .filter(|(i, _)| counts[*i] == 0 && keys[*i].as_ref().is_some_and(|k| used_before.contains(k)))
+        .filter(|(i, _)| {
+            counts[*i] == 0 && keys[*i].as_ref().is_some_and(|k| used_before.contains(k))
+        })
         .map(|(_, b)| b.range)
         .collect();
     if unused.is_empty() {
@@ -128,7 +135,9 @@ fn collect_removals(text: &str, body: &[Stmt], unused: &HashSet<TextRange>, out:
             _ => None,
         };
         if let Some(aliases) = aliases {
-            let dead: Vec<usize> = (0..aliases.len()).filter(|i| unused.contains(&aliases[*i])).collect();
+            let dead: Vec<usize> = (0..aliases.len())
+                .filter(|i| unused.contains(&aliases[*i]))
+                .collect();
             if dead.is_empty() {
                 continue;
             }
@@ -143,7 +152,10 @@ fn collect_removals(text: &str, body: &[Stmt], unused: &HashSet<TextRange>, out:
                     } else {
                         TextRange::new(aliases[d - 1].end(), aliases[d].end())
                     };
-                    if taken.iter().all(|t| t.end() <= r.start() || r.end() <= t.start()) {
+                    if taken
+                        .iter()
+                        .all(|t| t.end() <= r.start() || r.end() <= t.start())
+                    {
                         taken.push(r);
                         out.push(Edit::delete(r));
                     }
@@ -205,19 +217,35 @@ mod tests {
             "\"\"\"Doc.\"\"\"\nimport os\nfrom torch import cuda\nimport torch\n\nx = 1\n"
         );
         let src = "#!/usr/bin/env python\nx = 1\n";
-        assert_eq!(add_imports(src, &["torch".into()]), "#!/usr/bin/env python\nimport torch\nx = 1\n");
+        assert_eq!(
+            add_imports(src, &["torch".into()]),
+            "#!/usr/bin/env python\nimport torch\nx = 1\n"
+        );
         let src = "import torch as T\nx = 1\n";
-        assert_eq!(add_imports(src, &["torch".into()]), "import torch as T\nimport torch\nx = 1\n");
-        assert_eq!(add_imports("import torch\n", &["torch".into()]), "import torch\n");
-        assert_eq!(add_imports("import os\r\nx=1\r\n", &["torch".into()]), "import os\r\nimport torch\r\nx=1\r\n");
+        assert_eq!(
+            add_imports(src, &["torch".into()]),
+            "import torch as T\nimport torch\nx = 1\n"
+        );
+        assert_eq!(
+            add_imports("import torch\n", &["torch".into()]),
+            "import torch\n"
+        );
+        assert_eq!(
+            add_imports("import os\r\nx=1\r\n", &["torch".into()]),
+            "import os\r\nimport torch\r\nx=1\r\n"
+        );
     }
 
     #[test]
     fn removes_only_what_was_used_before() {
         let used = |src: &str| used_imports(&Semantic::build(&parse(src).module));
-        let before = used("import os\nfrom torch import cuda, nn\nimport torch\nx = nn\ncuda.init()\n");
+        let before =
+            used("import os\nfrom torch import cuda, nn\nimport torch\nx = nn\ncuda.init()\n");
         let src = "import os\nfrom torch import cuda, nn\nimport torch\nx = nn\n";
-        assert_eq!(remove_unused(src, &before), "import os\nfrom torch import nn\nimport torch\nx = nn\n");
+        assert_eq!(
+            remove_unused(src, &before),
+            "import os\nfrom torch import nn\nimport torch\nx = nn\n"
+        );
         let before = used("def f():\n    from torch import cuda\n    cuda.init()\n");
         let src = "def f():\n    from torch import cuda\n";
         assert_eq!(remove_unused(src, &before), "def f():\n    pass\n");

@@ -69,7 +69,12 @@ impl Outcome {
 }
 
 /// Migrate one file's text. `source` must not start with a BOM (the caller strips it).
-pub fn migrate_source(source: &str, rules: &RuleSet, index: &RuleIndex, settings: Settings) -> Outcome {
+pub fn migrate_source(
+    source: &str,
+    rules: &RuleSet,
+    index: &RuleIndex,
+    settings: Settings,
+) -> Outcome {
     let active = index.active(source);
     if !active.iter().any(|a| *a) {
         return Outcome {
@@ -96,7 +101,12 @@ pub fn migrate_source(source: &str, rules: &RuleSet, index: &RuleIndex, settings
         let fixes: Vec<(usize, &edit::Fix)> = diags
             .iter()
             .enumerate()
-            .filter_map(|(i, d)| d.fix.as_ref().filter(|f| f.applies(required)).map(|f| (i, f)))
+            .filter_map(|(i, d)| {
+                d.fix
+                    .as_ref()
+                    .filter(|f| f.applies(required))
+                    .map(|f| (i, f))
+            })
             .collect();
         if fixes.is_empty() {
             converged = true;
@@ -106,7 +116,9 @@ pub fn migrate_source(source: &str, rules: &RuleSet, index: &RuleIndex, settings
         let mut roots: Vec<String> = vec![];
         for i in &applied {
             let d = &diags[*i];
-            *out.applied.entry(rules.rules[d.rule].id.clone()).or_default() += 1;
+            *out.applied
+                .entry(rules.rules[d.rule].id.clone())
+                .or_default() += 1;
             applied_ids.push(d.rule);
             if let Some(f) = &d.fix {
                 roots.extend(f.imports.iter().cloned());
@@ -133,7 +145,10 @@ pub fn migrate_source(source: &str, rules: &RuleSet, index: &RuleIndex, settings
         final_parse.errors.len() > original_errors
     };
     if broke || !converged {
-        let mut ids: Vec<&str> = applied_ids.iter().map(|i| rules.rules[*i].id.as_str()).collect();
+        let mut ids: Vec<&str> = applied_ids
+            .iter()
+            .map(|i| rules.rules[*i].id.as_str())
+            .collect();
         ids.sort();
         ids.dedup();
         out.internal_error = Some(if broke {
@@ -155,13 +170,17 @@ pub fn migrate_source(source: &str, rules: &RuleSet, index: &RuleIndex, settings
     // What is left for manual work, measured on the result.
     if text == source {
         for d in &diagnostics {
-            *out.remaining.entry(rules.rules[d.rule].id.clone()).or_default() += 1;
+            *out.remaining
+                .entry(rules.rules[d.rule].id.clone())
+                .or_default() += 1;
         }
     } else {
         let sem = Semantic::build(&final_parse.module);
         let active = index.active(&text);
         for d in checker::check(&text, &final_parse, &sem, rules, index, &active) {
-            *out.remaining.entry(rules.rules[d.rule].id.clone()).or_default() += 1;
+            *out.remaining
+                .entry(rules.rules[d.rule].id.clone())
+                .or_default() += 1;
         }
     }
     out.diagnostics = diagnostics;

@@ -33,9 +33,10 @@ impl Parsed {
 
     /// True if `range` overlaps (or touches the inside of) a broken region.
     pub fn in_broken_region(&self, range: TextRange) -> bool {
-        self.broken
-            .iter()
-            .any(|b| range.start() < b.end() && b.start() < range.end().max(range.start() + TextSize::from(1)))
+        self.broken.iter().any(|b| {
+            range.start() < b.end()
+                && b.start() < range.end().max(range.start() + TextSize::from(1))
+        })
     }
 
     /// True if any comment lies inside `range`.
@@ -114,8 +115,9 @@ fn broken_region(body: &[Stmt], error: TextRange, source: &str) -> TextRange {
             if touches {
                 best = Some(r);
                 if let Some(children) = child_bodies(stmt).into_iter().find(|b| {
-                    b.iter()
-                        .any(|s| s.range().start() <= error.start() && error.start() <= s.range().end())
+                    b.iter().any(|s| {
+                        s.range().start() <= error.start() && error.start() <= s.range().end()
+                    })
                 }) {
                     stmts = children;
                     continue 'outer;
@@ -164,7 +166,10 @@ fn whole_lines(r: TextRange, source: &str) -> TextRange {
     while end < bytes.len() && bytes[end] != b'\n' {
         end += 1;
     }
-    TextRange::new(TextSize::try_from(start).unwrap(), TextSize::try_from(end).unwrap())
+    TextRange::new(
+        TextSize::try_from(start).unwrap(),
+        TextSize::try_from(end).unwrap(),
+    )
 }
 
 #[cfg(test)]

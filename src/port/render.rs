@@ -58,7 +58,13 @@ pub fn diagnostics_text(
     for d in diags {
         let rule = &rules.rules[d.rule];
         let (line, col) = index.line_col(text, d.range.start());
-        let _ = writeln!(out, "{path}:{line}:{col}: {}{} {}", rule.id, marker(d, required), d.message);
+        let _ = writeln!(
+            out,
+            "{path}:{line}:{col}: {}{} {}",
+            rule.id,
+            marker(d, required),
+            d.message
+        );
         if show_source {
             let src_line = index.line_text(text, line);
             let width = line.to_string().len();
@@ -82,15 +88,15 @@ pub fn diagnostics_text(
             if let Some(note) = &d.note {
                 let _ = writeln!(out, "{:>width$} = note: {note}", "");
             }
-            if let Some(f) = &d.fix {
-                if !f.applies(required) {
-                    let _ = writeln!(
-                        out,
-                        "{:>width$} = note: an unsafe fix is available with --unsafe-fixes ({})",
-                        "",
-                        fix_preview(text, &f.edits)
-                    );
-                }
+            if let Some(f) = &d.fix
+                && !f.applies(required)
+            {
+                let _ = writeln!(
+                    out,
+                    "{:>width$} = note: an unsafe fix is available with --unsafe-fixes ({})",
+                    "",
+                    fix_preview(text, &f.edits)
+                );
             }
             out.push('\n');
         }
@@ -184,7 +190,12 @@ pub fn json_diagnostics<'a>(
                 column,
                 end_line,
                 end_column,
-                fix_class: d.fix.as_ref().map(|f| f.applicability).unwrap_or(FixClass::Manual).as_str(),
+                fix_class: d
+                    .fix
+                    .as_ref()
+                    .map(|f| f.applicability)
+                    .unwrap_or(FixClass::Manual)
+                    .as_str(),
                 fix_applied: d.fix.as_ref().is_some_and(|f| f.applies(required)),
                 advice: rule.advice.as_deref(),
                 note: d.note.as_deref(),

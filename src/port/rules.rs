@@ -27,7 +27,9 @@ pub const BUILTIN: &[(&str, &str)] = &[
 ];
 
 /// How far a fix may be trusted. Ordered: `Manual < Unsafe < Safe`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum FixClass {
     /// Diagnostic only: no rewrite, advice says what to do.
@@ -201,13 +203,19 @@ pub enum Matcher {
     Call(Vec<String>),
     /// A reference (name or attribute chain) resolving to one of these; `prefix.*` matches any
     /// chain under the prefix (and the prefix itself) and is a fallback.
-    Reference { exact: Vec<String>, prefixes: Vec<String> },
+    Reference {
+        exact: Vec<String>,
+        prefixes: Vec<String>,
+    },
     /// `<value>.name(...)` where the receiver is not an imported module.
     Method(Vec<String>),
     /// `<value>.name` (not called) where the receiver is not an imported module.
     Attribute(Vec<String>),
     /// A keyword argument, optionally only in calls to these qualified names.
-    Keyword { names: Vec<String>, calls: Vec<String> },
+    Keyword {
+        names: Vec<String>,
+        calls: Vec<String>,
+    },
     /// A string literal whose static text matches, in one of these position classes.
     String {
         regex: Regex,
@@ -226,7 +234,10 @@ pub enum Action {
     Replace(String),
     /// Rewrite a call: new callee (qualified name, or `.method` on the same receiver) and
     /// argument list built from the source parameters.
-    Call { to: Option<String>, args: Vec<String> },
+    Call {
+        to: Option<String>,
+        args: Vec<String>,
+    },
     /// Rewrite the static text of a string with a regex replacement.
     String(String),
     Remove(RemoveKind),
@@ -321,17 +332,11 @@ impl RuleSet {
         let mut defs = vec![];
         for (path, text) in &sources {
             let file: RuleFileDef = toml::from_str(text).map_err(|e| {
-                let line = e
-                    .span()
-                    .map(|s| line_of_offset(text, s.start))
-                    .unwrap_or(1);
+                let line = e.span().map(|s| line_of_offset(text, s.start)).unwrap_or(1);
                 RuleError {
                     path: path.clone(),
                     line,
-                    message: format!(
-                        "{}; see README.md, \"Writing your own rules\"",
-                        e.message()
-                    ),
+                    message: format!("{}; see README.md, \"Writing your own rules\"", e.message()),
                 }
             })?;
             for (name, pats) in &file.positions {
@@ -374,13 +379,13 @@ impl RuleSet {
                     ))
                     .into());
                 }
-                if let Some(other) = seen.get(&def.id) {
-                    if other != &path {
-                        return Err(err(format!(
-                            "id already used in {other}; ids are never reused: pick a free number"
-                        ))
-                        .into());
-                    }
+                if let Some(other) = seen.get(&def.id)
+                    && other != &path
+                {
+                    return Err(err(format!(
+                        "id already used in {other}; ids are never reused: pick a free number"
+                    ))
+                    .into());
                 }
                 seen.insert(def.id.clone(), path.clone());
                 let rule = compile_rule(def, &file.family, &path, line, &set.positions)
@@ -401,9 +406,7 @@ impl RuleSet {
     pub fn filter(&mut self, select: &[String], ignore: &[String]) -> Result<()> {
         for code in select.iter().chain(ignore) {
             if !self.rules.iter().any(|r| r.id.starts_with(code.as_str())) {
-                bail!(
-                    "no rule matches `{code}`; run `tpuport rule --all` to list the rule ids"
-                );
+                bail!("no rule matches `{code}`; run `tpuport rule --all` to list the rule ids");
             }
         }
         self.rules.retain(|r| {
@@ -419,7 +422,10 @@ impl RuleSet {
 
     /// Roots of every qualified name the rules mention (`torch`, `torch_xla`, `os`).
     pub fn module_roots(&self) -> HashSet<String> {
-        let mut roots: HashSet<String> = ["torch", "os", "sys"].iter().map(|s| s.to_string()).collect();
+        let mut roots: HashSet<String> = ["torch", "os", "sys"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         for r in &self.rules {
             let names: Vec<&String> = match &r.matcher {
                 Matcher::Call(n) => n.iter().collect(),
@@ -478,7 +484,9 @@ fn line_of_offset(text: &str, offset: usize) -> usize {
 }
 
 fn find_line(text: &str, needle: &str) -> usize {
-    text.find(needle).map(|o| line_of_offset(text, o)).unwrap_or(1)
+    text.find(needle)
+        .map(|o| line_of_offset(text, o))
+        .unwrap_or(1)
 }
 
 fn glob_to_regex(glob: &str) -> Result<Regex, String> {
@@ -581,7 +589,11 @@ fn compile_rule(
                         known.sort();
                         bail!(
                             "unknown position class `{class}`; known classes: {}; or define it under [positions]",
-                            known.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                            known
+                                .iter()
+                                .map(|s| s.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         );
                     }
                 }
@@ -610,15 +622,16 @@ fn compile_rule(
             needles.extend(common);
         }
     }
-    if let Matcher::Reference { exact, prefixes } = &matcher {
-        if exact.is_empty() && !prefixes.is_empty() {
-            let mut common: Vec<String> = prefixes[0].split('.').map(str::to_string).collect();
-            for n in &prefixes[1..] {
-                let segs: HashSet<&str> = n.split('.').collect();
-                common.retain(|s| segs.contains(s.as_str()));
-            }
-            needles.extend(common);
+    if let Matcher::Reference { exact, prefixes } = &matcher
+        && exact.is_empty()
+        && !prefixes.is_empty()
+    {
+        let mut common: Vec<String> = prefixes[0].split('.').map(str::to_string).collect();
+        for n in &prefixes[1..] {
+            let segs: HashSet<&str> = n.split('.').collect();
+            common.retain(|s| segs.contains(s.as_str()));
         }
+        needles.extend(common);
     }
     if let Some(n) = def.needles {
         needles = n;
@@ -661,7 +674,8 @@ fn compile_rule(
         .collect();
     for t in templates {
         for ph in placeholders(t).map_err(|e| anyhow!("template `{t}`: {e}"))? {
-            let known = params.contains(&ph) || ["receiver", "value", "matched"].contains(&ph.as_str());
+            let known =
+                params.contains(&ph) || ["receiver", "value", "matched"].contains(&ph.as_str());
             if !known {
                 bail!(
                     "template `{t}` uses `{{{ph}}}`, which is not a parameter; declare it in `params = [...]`"
@@ -768,7 +782,9 @@ pub fn placeholders(t: &str) -> Result<Vec<String>, String> {
                 let end = t[i..].find('}').ok_or("unclosed `{`")? + i;
                 let name = &t[i + 1..end];
                 if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
-                    return Err(format!("`{{{name}}}` is not a placeholder; write `{{{{` for a literal brace"));
+                    return Err(format!(
+                        "`{{{name}}}` is not a placeholder; write `{{{{` for a literal brace"
+                    ));
                 }
                 out.push(name.to_string());
                 i = end + 1;
@@ -807,13 +823,20 @@ mod tests {
         assert!(set.rules.len() > 40, "{}", set.rules.len());
         for r in &set.rules {
             assert!(r.id.starts_with(&r.family));
-            assert!(!r.message.contains('\n'), "{}: message must be one line", r.id);
+            assert!(
+                !r.message.contains('\n'),
+                "{}: message must be one line",
+                r.id
+            );
         }
     }
 
     #[test]
     fn leading_literals() {
-        assert_eq!(leading_literal("^cuda:([1-9]\\d*)$").as_deref(), Some("cuda"));
+        assert_eq!(
+            leading_literal("^cuda:([1-9]\\d*)$").as_deref(),
+            Some("cuda")
+        );
         assert_eq!(leading_literal("(?i)^nccl$").as_deref(), Some("nccl"));
         assert_eq!(leading_literal("^x?"), None);
         assert_eq!(leading_literal("^cudas?$").as_deref(), Some("cuda"));

@@ -126,10 +126,11 @@ impl Semantic {
                 return self.pick(MODULE_SCOPE, name, pos, true);
             }
             let skip_class = s.kind == ScopeKind::Class && nested;
-            if !skip_class && !s.nonlocals.iter().any(|g| g == name) {
-                if let Some(b) = self.pick(id, name, pos, nested) {
-                    return Some(b);
-                }
+            if !skip_class
+                && !s.nonlocals.iter().any(|g| g == name)
+                && let Some(b) = self.pick(id, name, pos, nested)
+            {
+                return Some(b);
             }
             match s.parent {
                 Some(p) => {
@@ -196,7 +197,8 @@ impl Semantic {
                 Expr::Attribute(a) => e = &a.value,
                 Expr::Name(n) => {
                     return matches!(
-                        self.resolve(n.id.as_str(), n.range.start()).map(|b| &b.kind),
+                        self.resolve(n.id.as_str(), n.range.start())
+                            .map(|b| &b.kind),
                         Some(BindingKind::Import { .. })
                     );
                 }
@@ -289,7 +291,7 @@ impl Collector {
         }
     }
 
-    fn visit_parameter_defaults<'a>(&mut self, params: &'a ast::Parameters) {
+    fn visit_parameter_defaults(&mut self, params: &ast::Parameters) {
         for p in params
             .posonlyargs
             .iter()
@@ -458,8 +460,7 @@ impl<'a> Visitor<'a> for Collector {
         match expr {
             Expr::Name(n) => match n.ctx {
                 ExprContext::Load => {
-                    self.loads
-                        .push((n.range, n.id.to_string(), self.current));
+                    self.loads.push((n.range, n.id.to_string(), self.current));
                 }
                 ExprContext::Store | ExprContext::Del => {
                     let kind = if self.weak_assign {
@@ -551,7 +552,10 @@ mod tests {
         let parsed = parse(src);
         assert!(!parsed.has_errors(), "{:?}", parsed.errors);
         let sem = Semantic::build(&parsed.module);
-        let mut v = Calls { sem: &sem, out: vec![] };
+        let mut v = Calls {
+            sem: &sem,
+            out: vec![],
+        };
         v.visit_body(&parsed.module.body);
         v.out
     }
@@ -617,7 +621,11 @@ mod tests {
         // `torch = None` is weak: it does not hide the import.
         assert_eq!(
             callees(src),
-            vec![q("torch.cuda.synchronize"), None, q("torch.cuda.synchronize")]
+            vec![
+                q("torch.cuda.synchronize"),
+                None,
+                q("torch.cuda.synchronize")
+            ]
         );
         let src = "import torch\ntorch = Fake()\ntorch.cuda.synchronize()\n";
         assert_eq!(callees(src), vec![None, None]);

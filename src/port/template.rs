@@ -96,12 +96,12 @@ pub fn render(
     }
     push_literal(&mut out, &template[lit_start..], ctx);
     for (name, n) in used {
-        if n > 1 {
-            if let Some(v) = values.get(&name) {
-                if !is_simple_name(v.text) && v.kind == ArgKind::Other {
-                    out.duplicated = true;
-                }
-            }
+        if n > 1
+            && let Some(v) = values.get(&name)
+            && !is_simple_name(v.text)
+            && v.kind == ArgKind::Other
+        {
+            out.duplicated = true;
         }
     }
     out.imports.sort();
@@ -163,7 +163,11 @@ fn substitute(
     }
 }
 
-fn render_owned(t: &str, values: &HashMap<String, Value<'_>>, ctx: &Ctx<'_>) -> Result<Rendered, Skip> {
+fn render_owned(
+    t: &str,
+    values: &HashMap<String, Value<'_>>,
+    ctx: &Ctx<'_>,
+) -> Result<Rendered, Skip> {
     render(t, values, &Default::default(), ctx)
 }
 
@@ -190,13 +194,17 @@ fn push_literal(out: &mut Rendered, lit: &str, ctx: &Ctx<'_>) {
     while i < b.len() {
         let c = b[i];
         if c == b'"' || c == b'\'' {
-            let end = lit[i + 1..].find(c as char).map(|e| e + i + 2).unwrap_or(b.len());
+            let end = lit[i + 1..]
+                .find(c as char)
+                .map(|e| e + i + 2)
+                .unwrap_or(b.len());
             out.text.push_str(&lit[i..end]);
             i = end;
             continue;
         }
         let starts_chain = (c.is_ascii_alphabetic() || c == b'_')
-            && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_' || b[i - 1] == b'.'));
+            && (i == 0
+                || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_' || b[i - 1] == b'.'));
         if starts_chain {
             let mut j = i;
             while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_' || b[j] == b'.') {
@@ -260,7 +268,11 @@ mod tests {
     use super::*;
     use crate::port::parse::parse;
 
-    fn render_in(src: &str, template: &str, values: &[(&str, &str, ArgKind)]) -> (String, Vec<String>) {
+    fn render_in(
+        src: &str,
+        template: &str,
+        values: &[(&str, &str, ArgKind)],
+    ) -> (String, Vec<String>) {
         let parsed = parse(src);
         let sem = Semantic::build(&parsed.module);
         let roots: HashSet<String> = ["torch".to_string(), "os".to_string()].into();
@@ -291,7 +303,11 @@ mod tests {
 
     #[test]
     fn uses_the_files_aliases() {
-        let (t, imp) = render_in("import torch as T\n", "torch.accelerator.synchronize({d})", &[("d", "dev", ArgKind::Other)]);
+        let (t, imp) = render_in(
+            "import torch as T\n",
+            "torch.accelerator.synchronize({d})",
+            &[("d", "dev", ArgKind::Other)],
+        );
         assert_eq!(t, "T.accelerator.synchronize(dev)");
         assert!(imp.is_empty());
         let (t, _) = render_in(
@@ -304,14 +320,22 @@ mod tests {
 
     #[test]
     fn asks_for_an_import_when_none_fits() {
-        let (t, imp) = render_in("from torch import cuda\n", "torch.accelerator.is_available", &[]);
+        let (t, imp) = render_in(
+            "from torch import cuda\n",
+            "torch.accelerator.is_available",
+            &[],
+        );
         assert_eq!(t, "torch.accelerator.is_available");
         assert_eq!(imp, vec!["torch"]);
     }
 
     #[test]
     fn strings_and_braces_are_literal() {
-        let (t, _) = render_in("import torch\n", "{x}.to(\"torch.x\") + {{1}}", &[("x", "a + b", ArgKind::Other)]);
+        let (t, _) = render_in(
+            "import torch\n",
+            "{x}.to(\"torch.x\") + {{1}}",
+            &[("x", "a + b", ArgKind::Other)],
+        );
         assert_eq!(t, "(a + b).to(\"torch.x\") + {1}");
     }
 }
