@@ -29,6 +29,94 @@ enum Command {
     Migrate(MigrateArgs),
     /// Explain a rule (its message, advice, fix class and example), or list them all.
     Rule(RuleArgs),
+    /// Run a script under TorchTPU (or the sim/host target) and stream what happens in it.
+    ///
+    /// Steps, compiles and recompiles with their reasons, memory and host syncs are written to
+    /// an events file (JSON lines) and summed up at the end. Exit code: the script's own; 1 for
+    /// an exception; 128+N when killed by signal N; 124 on --timeout; 2 if tpuport cannot start it.
+    Run(RunArgs),
+    /// (internal) The embedded-Python worker started by `tpuport run`.
+    #[command(name = "__worker", hide = true)]
+    Worker,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The script to run, then its own arguments (use `--` before arguments that start with `-`).
+    #[arg(required = true)]
+    script: PathBuf,
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+    /// Where to run: a real TPU, the simulated TPU on this machine, or the host as written.
+    #[arg(long, value_enum, default_value_t = TargetArg::Auto)]
+    target: TargetArg,
+    /// TorchTPU eager mode: strict (op by op, async), debug (synchronous), defer-fuse (fused).
+    #[arg(long, value_enum, default_value_t = ModeArg::Strict)]
+    mode: ModeArg,
+    /// Float32 matmul precision: default (bf16 1-pass, TorchTPU's "medium"), high (3-pass), highest (6-pass).
+    #[arg(long, value_enum)]
+    precision: Option<PrecisionArg>,
+    /// Allow XLA to keep higher precision than asked (torch.tpu.allow_excess_precision), set before the first compile.
+    #[arg(long)]
+    excess_precision: bool,
+    /// TorchTPU's expensive correctness checks (e.g. index bounds of take()).
+    #[arg(long)]
+    debug_checks: bool,
+    /// Persistent (tier-3) compilation cache root.
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Host-local (tier-2) compilation cache name.
+    #[arg(long, value_name = "NAME")]
+    cache_name: Option<String>,
+    /// TPU generation to simulate (HBM capacity, device name); on a TPU the real one is used.
+    #[arg(long, value_enum)]
+    chip: Option<ChipArg>,
+    /// Python interpreter or venv (default: $VIRTUAL_ENV, else the project venv, else python3).
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
+    /// Events file (JSON lines; default: runs/<time>-<script>-<pid>.jsonl).
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
+    /// Interrupt the script after this many seconds (exit 124).
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
+    /// No dashboard: one line per step and a summary at the end.
+    #[arg(long)]
+    no_tui: bool,
+    /// Run the agent as `python -m tpuport_agent` even where CPython could be embedded.
+    #[arg(long)]
+    subprocess: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum TargetArg {
+    /// A TPU if one is attached (PCI/VFIO), else the sim target.
+    Auto,
+    Tpu,
+    Sim,
+    Host,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Strict,
+    Debug,
+    DeferFuse,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PrecisionArg {
+    Default,
+    High,
+    Highest,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ChipArg {
+    V5e,
+    V5p,
+    V6e,
+    V7x,
 }
 
 #[derive(Args)]
@@ -102,7 +190,62 @@ pub fn run() -> Result<u8> {
     match cli.command {
         Command::Migrate(a) => migrate(a),
         Command::Rule(a) => rule(a),
+        Command::Run(a) => run_script(a),
+        Command::Worker => {
+            let code = tpuport::runtime::worker::main()?;
+            Ok(code.clamp(0, 255) as u8)
+        }
     }
+}
+
+fn run_script(a: RunArgs) -> Result<u8> {
+    use tpuport::runtime::target::{self, Mode, Precision, Request, TargetRequest};
+    let request = Request {
+        target: match a.target {
+            TargetArg::Auto => TargetRequest::Auto,
+            TargetArg::Tpu => TargetRequest::Tpu,
+            TargetArg::Sim => TargetRequest::Sim,
+            TargetArg::Host => TargetRequest::Host,
+        },
+        mode: match a.mode {
+            ModeArg::Strict => Mode::Strict,
+            ModeArg::Debug => Mode::Debug,
+            ModeArg::DeferFuse => Mode::DeferFuse,
+        },
+        precision: a.precision.map(|p| match p {
+            PrecisionArg::Default => Precision::Default,
+            PrecisionArg::High => Precision::High,
+            PrecisionArg::Highest => Precision::Highest,
+        }),
+        excess_precision: a.excess_precision,
+        debug_checks: a.debug_checks,
+        cache_dir: a.cache_dir,
+        cache_name: a.cache_name,
+        chip: a.chip.and_then(|c| {
+            target::chip_by_name(match c {
+                ChipArg::V5e => "v5e",
+                ChipArg::V5p => "v5p",
+                ChipArg::V6e => "v6e",
+                ChipArg::V7x => "v7x",
+            })
+        }),
+    };
+    if let Some(t) = a.timeout {
+        if !(t > 0.0 && t.is_finite()) {
+            bail!("--timeout must be a positive number of seconds, got {t}");
+        }
+    }
+    let code = tpuport::runtime::run(tpuport::runtime::RunOptions {
+        script: a.script,
+        args: a.args,
+        request,
+        python: a.python,
+        events: a.events,
+        timeout: a.timeout.map(std::time::Duration::from_secs_f64),
+        no_tui: a.no_tui,
+        subprocess: a.subprocess,
+    })?;
+    Ok(code.clamp(0, 255) as u8)
 }
 
 fn migrate(a: MigrateArgs) -> Result<u8> {

@@ -1,5 +1,9 @@
-//! tpuport: move PyTorch CUDA/NCCL/torch_xla code onto Google Cloud TPUs (TorchTPU).
+//! tpuport: move PyTorch CUDA/NCCL/torch_xla code onto Google Cloud TPUs (TorchTPU) and show
+//! how it behaves there.
 //!
-//! `port` is the source rewriter (`tpuport migrate`). The binary's front end is `src/cli.rs`.
+//! Data flows one way: source → [`port`] → patch; script → [`runtime`] → events → [`profile`].
+//! The binary's front end is `src/cli.rs`.
 
 pub mod port;
+pub mod profile;
+pub mod runtime;

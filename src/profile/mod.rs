@@ -1,0 +1,4 @@
+//! The event model of a run (serde, JSON lines) and its aggregation into summaries.
+
+pub mod event;
+pub mod summary;

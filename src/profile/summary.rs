@@ -1,0 +1,246 @@
+//! Aggregation of an event stream into the numbers a person asks about first: steps, median and
+//! p90 step time, compiles (and how many were recompiles, and whether the limit was hit), peak
+//! memory, host syncs per step.
+
+use super::event::{Event, RunEnd, RunStart};
+
+#[derive(Debug, Default, Clone)]
+pub struct Summary {
+    pub run_start: Option<RunStart>,
+    pub run_end: Option<RunEnd>,
+    pub steps: u64,
+    /// Step durations in seconds, in order.
+    pub step_times: Vec<f64>,
+    /// Forward (Dynamo frame) compiles, first compiles and recompiles together.
+    pub compiles: u64,
+    pub recompiles: u64,
+    pub compile_seconds: f64,
+    pub limit_hit: bool,
+    pub peak_device: Option<u64>,
+    pub peak_rss: Option<u64>,
+    pub syncs: u64,
+    pub warnings: u64,
+}
+
+impl Summary {
+    pub fn add(&mut self, e: &Event) {
+        match e {
+            Event::RunStart(s) => self.run_start = Some(s.clone()),
+            Event::RunEnd(s) => self.run_end = Some(s.clone()),
+            Event::Step(s) => {
+                self.steps = self.steps.max(s.step);
+                self.step_times.push(s.dt);
+            }
+            Event::Compile(c) => {
+                if c.status == "limit_hit" {
+                    self.limit_hit = true;
+                } else if c.kind == "forward" {
+                    self.compiles += 1;
+                    if c.reason.is_some() {
+                        self.recompiles += 1;
+                    }
+                }
+                self.compile_seconds += c.seconds;
+            }
+            Event::Memory(m) => {
+                let dev = m.peak.or(m.allocated);
+                if let Some(d) = dev {
+                    self.peak_device = Some(self.peak_device.unwrap_or(0).max(d));
+                }
+                if let Some(r) = m.rss {
+                    self.peak_rss = Some(self.peak_rss.unwrap_or(0).max(r));
+                }
+            }
+            Event::Sync(s) => self.syncs += s.counts.values().sum::<u64>(),
+            Event::Warning(_) => self.warnings += 1,
+            Event::Log(_) => {}
+        }
+    }
+
+    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> Summary {
+        let mut s = Summary::default();
+        for e in events {
+            s.add(e);
+        }
+        s
+    }
+
+    /// Median step time, ignoring the first step (it carries start-up and first compiles)
+    /// when there are more than two.
+    pub fn median_step(&self) -> Option<f64> {
+        percentile(self.steady(), 0.5)
+    }
+
+    pub fn p90_step(&self) -> Option<f64> {
+        percentile(self.steady(), 0.9)
+    }
+
+    fn steady(&self) -> &[f64] {
+        if self.step_times.len() > 2 {
+            &self.step_times[1..]
+        } else {
+            &self.step_times
+        }
+    }
+
+    pub fn syncs_per_step(&self) -> Option<f64> {
+        (self.steps > 0).then(|| self.syncs as f64 / self.steps as f64)
+    }
+
+    /// The multi-line summary printed at the end of a run.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let ms = |s: f64| format!("{:.1} ms", s * 1e3);
+        out.push_str(&format!("steps: {}", self.steps));
+        if let (Some(m), Some(p)) = (self.median_step(), self.p90_step()) {
+            out.push_str(&format!("   step time: median {}, p90 {}", ms(m), ms(p)));
+        }
+        out.push('\n');
+        out.push_str(&format!(
+            "compiles: {} ({} recompiles, {:.2} s compiling){}\n",
+            self.compiles,
+            self.recompiles,
+            self.compile_seconds,
+            if self.limit_hit {
+                "  RECOMPILE LIMIT HIT: a frame now runs eagerly"
+            } else {
+                ""
+            }
+        ));
+        let mut mem = vec![];
+        if let Some(d) = self.peak_device {
+            let cap = self.run_start.as_ref().and_then(|s| s.hbm_bytes);
+            match cap {
+                Some(c) if c > 0 => mem.push(format!(
+                    "device peak {} of {} ({:.0}%)",
+                    bytes(d),
+                    bytes(c),
+                    d as f64 * 100.0 / c as f64
+                )),
+                _ => mem.push(format!("device peak {}", bytes(d))),
+            }
+        }
+        if let Some(r) = self.peak_rss {
+            mem.push(format!("process RSS peak {}", bytes(r)));
+        }
+        if !mem.is_empty() {
+            out.push_str(&format!("memory: {}\n", mem.join(", ")));
+        }
+        out.push_str(&format!(
+            "host syncs: {}{}\n",
+            self.syncs,
+            self.syncs_per_step()
+                .map(|s| format!(" ({s:.1} per step)"))
+                .unwrap_or_default()
+        ));
+        out
+    }
+}
+
+pub fn percentile(values: &[f64], q: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let pos = q * (v.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    Some(v[lo] + (v[hi] - v[lo]) * (pos - lo as f64))
+}
+
+/// `1.5 GiB`, `320.0 MiB`, `12 B`.
+pub fn bytes(n: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::event::*;
+
+    #[test]
+    fn percentiles() {
+        assert_eq!(percentile(&[3.0, 1.0, 2.0], 0.5), Some(2.0));
+        assert_eq!(
+            percentile(&[1.0, 2.0, 3.0, 4.0], 0.9),
+            Some(3.7000000000000006)
+        );
+        assert_eq!(percentile(&[], 0.5), None);
+    }
+
+    #[test]
+    fn summary_counts() {
+        let evs = vec![
+            Event::Step(Step {
+                step: 1,
+                dt: 5.0,
+                ..Default::default()
+            }),
+            Event::Step(Step {
+                step: 2,
+                dt: 0.1,
+                ..Default::default()
+            }),
+            Event::Step(Step {
+                step: 3,
+                dt: 0.3,
+                ..Default::default()
+            }),
+            Event::Compile(Compile {
+                kind: "forward".into(),
+                status: "ok".into(),
+                seconds: 1.0,
+                ..Default::default()
+            }),
+            Event::Compile(Compile {
+                kind: "forward".into(),
+                status: "ok".into(),
+                reason: Some("size".into()),
+                seconds: 0.5,
+                ..Default::default()
+            }),
+            Event::Compile(Compile {
+                kind: "backward".into(),
+                status: "ok".into(),
+                seconds: 0.5,
+                ..Default::default()
+            }),
+            Event::Sync(Sync {
+                counts: [("item".to_string(), 3)].into(),
+                ..Default::default()
+            }),
+            Event::Memory(Memory {
+                allocated: Some(10),
+                rss: Some(100),
+                ..Default::default()
+            }),
+            Event::Memory(Memory {
+                allocated: Some(5),
+                peak: Some(20),
+                rss: Some(50),
+                ..Default::default()
+            }),
+        ];
+        let s = Summary::from_events(&evs);
+        assert_eq!(s.steps, 3);
+        assert_eq!(s.compiles, 2);
+        assert_eq!(s.recompiles, 1);
+        assert_eq!(s.compile_seconds, 2.0);
+        assert_eq!(s.median_step(), Some(0.2));
+        assert_eq!(s.peak_device, Some(20));
+        assert_eq!(s.peak_rss, Some(100));
+        assert_eq!(s.syncs_per_step(), Some(1.0));
+        assert_eq!(bytes(1536), "1.5 KiB");
+    }
+}

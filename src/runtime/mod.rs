@@ -1,0 +1,214 @@
+//! `tpuport run`: run a (ported) script under a chosen target, eager mode and precision, and
+//! stream what happens in it as events.
+//!
+//! The parent ([`launcher`]) has no Python in it; it spawns a child: the same binary's hidden
+//! `__worker` command, which embeds CPython ([`worker`]), or `<python> -m tpuport_agent` when the
+//! environment's Python differs from the one tpuport was built with ([`python`]). Either way the
+//! child runs the agent (`python/tpuport_agent`, shipped inside the binary and written to a cache
+//! folder), which runs the script as `__main__` and writes events to a pipe. [`target`] decides
+//! where the script runs and how TorchTPU is configured.
+
+pub mod launcher;
+pub mod python;
+pub mod target;
+pub mod worker;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+
+use crate::profile::event::{RunStart, SCHEMA_VERSION};
+use python::Runtime;
+use target::{Request, Target};
+
+/// The agent's Python files, compiled into the binary.
+const AGENT_FILES: &[(&str, &str)] = &[
+    (
+        "tpuport_agent/__init__.py",
+        include_str!("python/tpuport_agent/__init__.py"),
+    ),
+    (
+        "tpuport_agent/__main__.py",
+        include_str!("python/tpuport_agent/__main__.py"),
+    ),
+    (
+        "tpuport_agent/sim.py",
+        include_str!("python/tpuport_agent/sim.py"),
+    ),
+    ("tpuport.py", include_str!("python/tpuport.py")),
+];
+
+pub struct RunOptions {
+    pub script: PathBuf,
+    pub args: Vec<String>,
+    pub request: Request,
+    pub python: Option<PathBuf>,
+    pub events: Option<PathBuf>,
+    pub timeout: Option<Duration>,
+    pub no_tui: bool,
+    /// Force the `python -m tpuport_agent` runtime even where embedding would work.
+    pub subprocess: bool,
+}
+
+pub fn run(opts: RunOptions) -> Result<i32> {
+    if !opts.script.is_file() {
+        bail!(
+            "{}: no such script; pass the path of a Python file (and its arguments after `--`)",
+            opts.script.display()
+        );
+    }
+    let env = python::find(opts.python.as_deref())?;
+    let tpus = target::scan_tpus(Path::new("/sys"), Path::new("/dev"));
+    let installed = target::torch_tpu_installed(&env.site_packages);
+    let plan = target::plan(&opts.request, &tpus, installed)?;
+    let (mut runtime, why) = python::choose_runtime(&env);
+    let mut notes = plan.notes.clone();
+    if let Some(w) = why {
+        notes.push(w);
+    }
+    if opts.subprocess {
+        runtime = Runtime::Subprocess;
+    }
+    let agent_dir = deploy_agent()?;
+    let t0 = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let script = std::fs::canonicalize(&opts.script).unwrap_or_else(|_| opts.script.clone());
+    let config = json!({
+        "script": script,
+        "args": opts.args,
+        "target": plan.target.as_str(),
+        "mode": opts.request.mode.as_str(),
+        "precision": opts.request.precision.map(|p| p.as_str()).unwrap_or("default"),
+        "excess_precision": opts.request.excess_precision,
+        "debug_checks": opts.request.debug_checks,
+        "chip": plan.chip.map(|c| c.name),
+        "hbm_bytes": plan.chip.map(|c| c.hbm_per_device),
+        "calls": plan.calls,
+        "t0": t0,
+    });
+    let mut env_vars = plan.env.clone();
+    env_vars.insert("TPUPORT_AGENT_CONFIG".into(), Some(config.to_string()));
+    env_vars.insert(
+        "TPUPORT_EVENTS_FD".into(),
+        Some(launcher::EVENTS_FD.to_string()),
+    );
+    env_vars.insert("PYTHONUNBUFFERED".into(), Some("1".into()));
+    let (program, args) = match runtime {
+        Runtime::Embedded => {
+            env_vars.insert(
+                "TPUPORT_PYTHON".into(),
+                Some(env.python.display().to_string()),
+            );
+            env_vars.insert(
+                "TPUPORT_AGENT_DIR".into(),
+                Some(agent_dir.display().to_string()),
+            );
+            (
+                std::env::current_exe().context("cannot locate the tpuport binary")?,
+                vec!["__worker".to_string()],
+            )
+        }
+        Runtime::Subprocess => {
+            let mut pp = agent_dir.display().to_string();
+            if let Some(old) = std::env::var_os("PYTHONPATH").filter(|o| !o.is_empty()) {
+                pp = format!("{pp}:{}", old.to_string_lossy());
+            }
+            env_vars.insert("PYTHONPATH".into(), Some(pp));
+            (
+                env.python.clone(),
+                vec!["-m".to_string(), "tpuport_agent".to_string()],
+            )
+        }
+    };
+    if let Some(v) = &env.venv {
+        env_vars.insert("VIRTUAL_ENV".into(), Some(v.display().to_string()));
+    }
+    let run_start = RunStart {
+        t: 0.0,
+        schema: SCHEMA_VERSION,
+        unix_time: t0,
+        script: opts.script.display().to_string(),
+        argv: opts.args.clone(),
+        target: plan.target.as_str().into(),
+        target_reason: plan.reason.clone(),
+        chip: plan.chip.map(|c| c.name.to_string()),
+        mode: if plan.target == Target::Host {
+            "n/a".into()
+        } else {
+            opts.request.mode.as_str().into()
+        },
+        precision: opts
+            .request
+            .precision
+            .map(|p| p.as_str())
+            .unwrap_or("default")
+            .into(),
+        hbm_bytes: plan.chip.map(|c| c.hbm_per_device),
+        pid: 0,
+        runtime: runtime.as_str().into(),
+        python: Some(env.version.clone()),
+        torch: None,
+        extra: Default::default(),
+    };
+    let events_path = opts
+        .events
+        .clone()
+        .unwrap_or_else(|| launcher::default_events_path(&opts.script));
+    launcher::launch(launcher::Launch {
+        program,
+        args,
+        env: env_vars,
+        events_path,
+        run_start,
+        timeout: opts.timeout,
+        // The live dashboard is not part of this build yet: with or without --no-tui (or a
+        // terminal), the parent prints one line per step.
+        step_lines: true,
+        notes,
+    })
+}
+
+/// Write the agent's files to `<cache>/agent-<hash>/` once (content-addressed, so a new tpuport
+/// never runs an old agent), and return that folder.
+pub fn deploy_agent() -> Result<PathBuf> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for (p, c) in AGENT_FILES {
+        p.hash(&mut h);
+        c.hash(&mut h);
+    }
+    let root = std::env::var_os("TPUPORT_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/tpuport")))
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = root.join(format!("agent-{:016x}", h.finish()));
+    if dir.join(".complete").exists() {
+        return Ok(dir);
+    }
+    let tmp = root.join(format!("agent-tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    for (p, c) in AGENT_FILES {
+        let f = tmp.join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).with_context(|| {
+            format!(
+                "cannot write the agent into {}: set TPUPORT_CACHE to a writable folder",
+                root.display()
+            )
+        })?;
+        std::fs::write(&f, c)?;
+    }
+    std::fs::write(tmp.join(".complete"), "")?;
+    match std::fs::rename(&tmp, &dir) {
+        Ok(()) => {}
+        // Another run put it there first.
+        Err(_) if dir.join(".complete").exists() => {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+    }
+    Ok(dir)
+}

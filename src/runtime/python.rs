@@ -1,0 +1,218 @@
+//! Which Python environment runs the script, and whether tpuport can embed it.
+//!
+//! The environment is `--python PATH` (an interpreter or a venv folder), else `$VIRTUAL_ENV`,
+//! else the project's own venv made by `scripts/bootstrap`, else `python3` on PATH. tpuport
+//! embeds the CPython it was built with; a venv of that same installation is embedded (through
+//! PyConfig, so its site-packages are used). Anything else (another minor version, another
+//! installation) runs the same agent as `<python> -m tpuport_agent`, and the user is told once.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+/// The Python tpuport was built against (from build.rs).
+pub const BUILT_VERSION: &str = env!("TPUPORT_PYTHON_VERSION");
+pub const BUILT_EXECUTABLE: &str = env!("TPUPORT_PYTHON_EXECUTABLE");
+
+#[derive(Debug, Clone)]
+pub struct PythonEnv {
+    /// The interpreter (a venv's `bin/python`, or a base install's).
+    pub python: PathBuf,
+    pub venv: Option<PathBuf>,
+    /// `major.minor`.
+    pub version: String,
+    /// The base installation's prefix (`home` of a venv, or the interpreter's own).
+    pub base_prefix: PathBuf,
+    pub site_packages: Vec<PathBuf>,
+    /// How it was chosen, for messages.
+    pub origin: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// CPython embedded in the tpuport worker.
+    Embedded,
+    /// `<python> -m tpuport_agent`.
+    Subprocess,
+}
+
+impl Runtime {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Runtime::Embedded => "embedded",
+            Runtime::Subprocess => "subprocess",
+        }
+    }
+}
+
+/// The project's venv, as recorded by `scripts/bootstrap`.
+pub fn project_venv() -> Option<PathBuf> {
+    let root = std::env::var_os("TPUPORT_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/tpuport")))?;
+    let p = std::fs::read_to_string(root.join("default-venv")).ok()?;
+    let p = PathBuf::from(p.trim());
+    p.join("bin/python").exists().then_some(p)
+}
+
+/// Find the environment to run in.
+pub fn find(explicit: Option<&Path>) -> Result<PythonEnv> {
+    if let Some(p) = explicit {
+        return describe(p, "--python");
+    }
+    if let Some(v) = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty()) {
+        return describe(Path::new(&v), "$VIRTUAL_ENV");
+    }
+    if let Some(v) = project_venv() {
+        return describe(&v, "the project venv (scripts/bootstrap)");
+    }
+    describe(Path::new("python3"), "python3 on PATH")
+}
+
+fn describe(p: &Path, origin: &str) -> Result<PythonEnv> {
+    // A venv folder, or an interpreter inside one.
+    let venv = if p.is_dir() {
+        Some(p.to_path_buf())
+    } else {
+        p.parent()
+            .and_then(|bin| bin.parent())
+            .filter(|v| v.join("pyvenv.cfg").exists())
+            .map(Path::to_path_buf)
+    };
+    if let Some(v) = &venv {
+        let cfg = std::fs::read_to_string(v.join("pyvenv.cfg")).with_context(|| {
+            format!("{} ({origin}) is not a virtual environment: pyvenv.cfg is missing; pass a venv folder or a python executable", v.display())
+        })?;
+        let get = |key: &str| {
+            cfg.lines().find_map(|l| {
+                let (k, val) = l.split_once('=')?;
+                (k.trim() == key).then(|| val.trim().to_string())
+            })
+        };
+        let version = get("version_info")
+            .or_else(|| get("version"))
+            .unwrap_or_default();
+        let version = version.split('.').take(2).collect::<Vec<_>>().join(".");
+        let home = get("home").map(PathBuf::from).unwrap_or_default();
+        let python = if p.is_dir() {
+            v.join("bin/python")
+        } else {
+            p.to_path_buf()
+        };
+        if !python.exists() {
+            bail!(
+                "{} ({origin}) has no bin/python; recreate the venv (e.g. bash scripts/bootstrap)",
+                v.display()
+            );
+        }
+        let site = v
+            .join("lib")
+            .join(format!("python{version}"))
+            .join("site-packages");
+        return Ok(PythonEnv {
+            python,
+            venv: Some(v.clone()),
+            version,
+            base_prefix: home.parent().map(Path::to_path_buf).unwrap_or(home),
+            site_packages: vec![site],
+            origin: origin.to_string(),
+        });
+    }
+    // A plain interpreter: ask it.
+    let out = Command::new(p)
+        .args([
+            "-c",
+            "import sys,site;print('%d.%d' % sys.version_info[:2]);print(sys.base_prefix);print(sys.executable);print('\\n'.join(site.getsitepackages()))",
+        ])
+        .output()
+        .with_context(|| format!("cannot run {} ({origin}): pass --python with a Python 3 interpreter or venv", p.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{} ({origin}) failed to start: {}",
+            p.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let version = lines.next().unwrap_or_default().to_string();
+    let base_prefix = PathBuf::from(lines.next().unwrap_or_default());
+    let python = PathBuf::from(lines.next().unwrap_or_default());
+    Ok(PythonEnv {
+        python,
+        venv: None,
+        version,
+        base_prefix,
+        site_packages: lines.map(PathBuf::from).collect(),
+        origin: origin.to_string(),
+    })
+}
+
+/// Embed when the environment is (a venv of) the installation tpuport was built with;
+/// otherwise say why not.
+pub fn choose_runtime(env: &PythonEnv) -> (Runtime, Option<String>) {
+    let built_prefix = Path::new(BUILT_EXECUTABLE)
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let same_prefix =
+        std::fs::canonicalize(&env.base_prefix).ok() == std::fs::canonicalize(&built_prefix).ok();
+    if env.version == BUILT_VERSION && same_prefix {
+        return (Runtime::Embedded, None);
+    }
+    let why = if env.version != BUILT_VERSION {
+        format!(
+            "Python {} differs from the Python {BUILT_VERSION} tpuport was built with",
+            env.version
+        )
+    } else {
+        format!(
+            "it is based on {}, not on the Python tpuport was built with ({})",
+            env.base_prefix.display(),
+            built_prefix.display()
+        )
+    };
+    (
+        Runtime::Subprocess,
+        Some(format!(
+            "{} ({}): {why}, so the agent runs as `{} -m tpuport_agent` (same events and features)",
+            env.python.display(),
+            env.origin,
+            env.python.display()
+        )),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_venv_without_running_it() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("bin")).unwrap();
+        std::fs::write(d.path().join("bin/python"), "").unwrap();
+        std::fs::write(
+            d.path().join("pyvenv.cfg"),
+            "home = /opt/py/3.12.1/bin\ninclude-system-site-packages = false\nversion = 3.12.1\n",
+        )
+        .unwrap();
+        let env = describe(d.path(), "test").unwrap();
+        assert_eq!(env.version, "3.12");
+        assert_eq!(env.base_prefix, PathBuf::from("/opt/py/3.12.1"));
+        assert!(env.site_packages[0].ends_with("lib/python3.12/site-packages"));
+        let (rt, why) = choose_runtime(&env);
+        if BUILT_VERSION != "3.12" {
+            assert_eq!(rt, Runtime::Subprocess);
+            assert!(why.unwrap().contains("-m tpuport_agent"));
+        }
+    }
+
+    #[test]
+    fn a_missing_interpreter_is_explained() {
+        let e = describe(Path::new("/nonexistent/python9"), "--python").unwrap_err();
+        assert!(format!("{e:#}").contains("pass --python"), "{e:#}");
+    }
+}

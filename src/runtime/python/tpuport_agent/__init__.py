@@ -1,0 +1,448 @@
+"""tpuport's agent: runs a user script as __main__ and reports what happens in it.
+
+It is loaded inside the script's process, either by the tpuport worker (CPython embedded in the
+tpuport binary) or by ``python -m tpuport_agent`` when the Python version differs from the one
+tpuport was built with. Both paths run this same code and send the same events: JSON lines on
+the file descriptor named by TPUPORT_EVENTS_FD, a pipe to the tpuport parent process.
+
+What it observes (all optional: a script without torch still runs):
+  steps     the global optimizer post-step hook, or explicit ``tpuport.step()`` markers
+  compiles  every Dynamo compile and recompile with its reason, from torch's own compilation
+            metrics; the "recompile limit hit" state; survives ``torch._dynamo.reset()``
+  memory    torch.accelerator allocated/reserved/peak where a device exists, process RSS
+  syncs     ``.item()``, ``.cpu()``, ``.tolist()``, ``.numpy()`` per step, with call sites
+  warnings  every warning shown, and the script's final exception with its traceback
+"""
+
+import json
+import os
+import sys
+import time
+
+_AGENT = None
+
+
+class Emitter:
+    """Writes events as JSON lines to the pipe to the parent. Never raises into the script."""
+
+    def __init__(self, fd, t0):
+        self.fd = fd
+        self.t0 = t0
+        self.broken = fd < 0
+
+    def now(self):
+        return time.time() - self.t0
+
+    def emit(self, event_type, **fields):
+        if self.broken:
+            return
+        fields["type"] = event_type
+        fields.setdefault("t", round(self.now(), 6))
+        try:
+            data = (json.dumps(fields, default=str) + "\n").encode()
+            while data:
+                n = os.write(self.fd, data)
+                data = data[n:]
+        except OSError:
+            self.broken = True
+
+
+class Agent:
+    def __init__(self, config):
+        self.config = config
+        self.em = Emitter(int(os.environ.get("TPUPORT_EVENTS_FD", "-1")), float(config.get("t0", time.time())))
+        self.step = 0
+        self.last_step_end = None
+        self.marker_mode = False
+        self.pending = {}
+        self.sync_counts = {}
+        self.sync_sites = {}
+        self.seen_compiles = set()
+        self.reset_generation = 0
+        self.last_memory = 0.0
+        self.torch = None
+        self._in_hook = False
+
+    # ---- steps -------------------------------------------------------------------------------
+
+    def on_optimizer_step(self, optimizer, args, kwargs):
+        if not self.marker_mode:
+            self.guarded(self.end_step, "optimizer")
+
+    def guarded(self, fn, *args):
+        """Run an observation hook; a failure in tpuport must never break the script."""
+        try:
+            fn(*args)
+        except Exception as e:
+            if not getattr(self, "_hook_failed", False):
+                self._hook_failed = True
+                self.em.emit("log", stream="tpuport", line="tpuport agent hook failed (observations may be incomplete): %r" % (e,))
+            if os.environ.get("TPUPORT_AGENT_DEBUG"):
+                raise
+
+    def marker(self, samples=None, tokens=None, **metrics):
+        self.marker_mode = True
+        self.report(samples=samples, tokens=tokens, **metrics)
+        self.guarded(self.end_step, "marker")
+
+    def report(self, samples=None, tokens=None, **metrics):
+        if samples is not None:
+            self.pending["samples"] = float(samples)
+        if tokens is not None:
+            self.pending["tokens"] = float(tokens)
+        for k, v in metrics.items():
+            try:
+                self.pending[k] = float(v)
+            except (TypeError, ValueError):
+                self.pending[k] = str(v)
+
+    def end_step(self, source):
+        now = time.perf_counter()
+        start = self.last_step_end if self.last_step_end is not None else self.script_start
+        self.step += 1
+        fields = {"step": self.step, "dt": round(now - start, 6), "source": source,
+                  "samples": None, "tokens": None}
+        fields.update(self.pending)
+        self.pending = {}
+        cache = self.tpu_cache_stats()
+        if cache is not None:
+            fields["tpu_cache"] = cache
+        self.poll_compiles()
+        self.em.emit("step", **fields)
+        self.flush_syncs(self.step)
+        self.maybe_memory(force=False)
+        self.last_step_end = time.perf_counter()
+
+    # ---- host syncs --------------------------------------------------------------------------
+
+    def install_sync_counters(self, torch):
+        agent = self
+        compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+        torch_dir = os.path.dirname(torch.__file__)
+        getframe = sys._getframe
+
+        def wrap(kind, original):
+            def counted(self, *args, **kwargs):
+                if compiling():
+                    return original(self, *args, **kwargs)
+                counts = agent.sync_counts
+                counts[kind] = counts.get(kind, 0) + 1
+                f = getframe(1)
+                depth = 0
+                while f is not None and depth < 8 and f.f_code.co_filename.startswith(torch_dir):
+                    f = f.f_back
+                    depth += 1
+                if f is not None:
+                    site = "%s:%d" % (f.f_code.co_filename, f.f_lineno)
+                    agent.sync_sites[site] = agent.sync_sites.get(site, 0) + 1
+                return original(self, *args, **kwargs)
+
+            counted.__name__ = original.__name__
+            counted.__doc__ = original.__doc__
+            counted.__wrapped__ = original
+            return counted
+
+        for kind in ("item", "cpu", "tolist", "numpy"):
+            original = getattr(torch.Tensor, kind, None)
+            if original is not None:
+                setattr(torch.Tensor, kind, wrap(kind, original))
+
+    def flush_syncs(self, step):
+        if not self.sync_counts:
+            return
+        sites = sorted(self.sync_sites.items(), key=lambda kv: -kv[1])[:5]
+        self.em.emit("sync", step=step, counts=self.sync_counts, sites=[[s, n] for s, n in sites])
+        self.sync_counts = {}
+        self.sync_sites = {}
+
+    # ---- compiles ----------------------------------------------------------------------------
+
+    def install_compile_hooks(self, torch):
+        """Hook Dynamo once it is imported (importing it up front would slow every start)."""
+        if "torch._dynamo" in sys.modules:
+            self.hook_dynamo(torch)
+        else:
+            sys.meta_path.insert(0, _PostImport("torch._dynamo", lambda module: self.hook_dynamo(torch)))
+
+    def hook_dynamo(self, torch):
+        import logging
+
+        import torch._dynamo.callback as callback
+        import torch._dynamo.utils  # noqa: F401  (compilation metrics)
+
+        dynamo = torch._dynamo
+        agent = self
+
+        def register():
+            try:
+                callback.on_compile_end(agent.on_compile_end)
+            except Exception:
+                pass
+
+        register()
+        original_reset = dynamo.reset
+
+        def reset(*args, **kwargs):
+            agent.poll_compiles()
+            result = original_reset(*args, **kwargs)
+            agent.reset_generation += 1
+            register()
+            return result
+
+        reset.__wrapped__ = original_reset
+        reset.__doc__ = original_reset.__doc__
+        dynamo.reset = reset
+
+        class LimitHandler(logging.Handler):
+            def emit(self, record):
+                try:
+                    if "recompile_limit" not in str(record.msg) and "recompile_limit" not in str(record.args[:1]):
+                        return
+                    args = record.args or ()
+                    func = str(args[2]) if len(args) > 2 else ""
+                    reason = str(args[3]) if len(args) > 3 else None
+                    name, file, line = func, "", 0
+                    if func.startswith("'") and " (" in func:
+                        name = func[1:func.index("'", 1)]
+                        loc = func[func.index(" (") + 2:].rstrip(")")
+                        file, _, ln = loc.rpartition(":")
+                        line = int(ln) if ln.isdigit() else 0
+                    agent.em.emit("compile", compile_id="", function=name, file=file, line=line,
+                                  reason=reason, seconds=0.0, kind="forward", step=agent.step,
+                                  status="limit_hit", limit=str(args[0]) if args else "")
+                except Exception:
+                    pass
+
+        logging.getLogger("torch._dynamo.convert_frame").addHandler(LimitHandler(level=logging.WARNING))
+
+    def on_compile_end(self, args):
+        self.guarded(self.poll_compiles)
+
+    def poll_compiles(self):
+        torch = self.torch
+        if torch is None or "torch._dynamo" not in sys.modules:
+            return
+        try:
+            metrics = torch._dynamo.utils.get_compilation_metrics()
+        except Exception:
+            return
+        for m in metrics:
+            key = (self.reset_generation, getattr(m, "compile_id", None), getattr(m, "is_forward", None),
+                   getattr(m, "start_time", None) or getattr(m, "start_time_us", None))
+            if key in self.seen_compiles:
+                continue
+            self.seen_compiles.add(key)
+            fail = getattr(m, "fail_type", None)
+            seconds = getattr(m, "entire_frame_compile_time_s", None)
+            if seconds is None:
+                seconds = getattr(m, "backend_compile_time_s", None) or 0.0
+            is_forward = getattr(m, "is_forward", True)
+            self.em.emit(
+                "compile",
+                compile_id=str(getattr(m, "compile_id", "") or ""),
+                function=str(getattr(m, "co_name", "") or ""),
+                file=str(getattr(m, "co_filename", "") or ""),
+                line=int(getattr(m, "co_firstlineno", 0) or 0),
+                reason=getattr(m, "recompile_reason", None),
+                seconds=round(float(seconds or 0.0), 6),
+                kind="forward" if is_forward is not False else "backward",
+                step=self.step,
+                status="failed" if fail else "ok",
+                fail_reason=getattr(m, "fail_reason", None) if fail else None,
+                graph_ops=getattr(m, "graph_op_count", None),
+            )
+
+    def tpu_cache_stats(self):
+        if self.config.get("target") != "tpu" or self.torch is None:
+            return None
+        try:
+            s = self.torch.tpu._get_cache_stats()
+            return {"requests": int(s.num_cache_reqs), "hits": int(s.num_cache_hits),
+                    "compilations": int(s.num_compilations)}
+        except Exception:
+            return None
+
+    # ---- memory ------------------------------------------------------------------------------
+
+    def maybe_memory(self, force):
+        now = time.perf_counter()
+        if not force and now - self.last_memory < 0.25:
+            return
+        self.last_memory = now
+        fields = {"step": self.step, "allocated": None, "reserved": None, "peak": None, "rss": rss()}
+        device = self.device_memory()
+        if device:
+            fields.update(device)
+        self.em.emit("memory", **fields)
+
+    def device_memory(self):
+        sim = sys.modules.get("tpuport_agent.sim")
+        if sim is not None and getattr(sim, "ACTIVE", False):
+            return sim.memory()
+        torch = self.torch
+        if torch is None:
+            return None
+        try:
+            acc = torch.accelerator
+            if not acc.is_available():
+                return None
+            return {"allocated": int(acc.memory_allocated()), "reserved": int(acc.memory_reserved()),
+                    "peak": int(acc.max_memory_allocated())}
+        except Exception:
+            return None
+
+    # ---- warnings ----------------------------------------------------------------------------
+
+    def install_warning_hook(self):
+        import warnings
+
+        original = warnings.showwarning
+        agent = self
+
+        def showwarning(message, category, filename, lineno, file=None, line=None):
+            agent.em.emit("warning", category=getattr(category, "__name__", str(category)),
+                          message=str(message), file=str(filename), line=int(lineno or 0))
+            return original(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = showwarning
+
+    # ---- running the script ------------------------------------------------------------------
+
+    def run(self):
+        import runpy
+        import signal
+        import traceback
+
+        cfg = self.config
+        script = cfg["script"]
+        # Python's own SIGINT handling: Ctrl-C (forwarded by the parent) raises KeyboardInterrupt.
+        try:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        except ValueError:
+            pass
+        sys.argv = [script] + list(cfg.get("args", []))
+        sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+        self.install_warning_hook()
+        self.script_start = time.perf_counter()
+
+        torch_version = None
+        if cfg.get("import_torch", True):
+            try:
+                if cfg.get("target") == "sim":
+                    from tpuport_agent import sim
+
+                    sim.install(cfg, self)
+                import torch
+                from torch.optim.optimizer import register_optimizer_step_post_hook
+
+                self.torch = torch
+                torch_version = torch.__version__
+                register_optimizer_step_post_hook(self.on_optimizer_step)
+                self.install_compile_hooks(torch)
+                self.install_sync_counters(torch)
+                for call in cfg.get("calls", []):
+                    exec(call, {"torch": torch})
+            except ImportError as e:
+                self.em.emit("log", stream="tpuport", line="torch is not importable (%s): running without torch observation" % e)
+        self.em.emit("hello", python=sys.version.split()[0], torch=torch_version, executable=sys.executable,
+                     pid=os.getpid())
+        self.script_start = time.perf_counter()
+        code = 0
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as e:
+            code = exit_code(e.code)
+            if code != 0:
+                self.em.emit("exit_status", status="exit", code=code)
+        except KeyboardInterrupt:
+            traceback.print_exc()
+            code = 130
+            self.em.emit("exit_status", status="interrupted", code=code)
+        except BaseException as e:
+            tb = traceback.format_exc()
+            sys.stderr.write(tb)
+            code = 1
+            self.em.emit("exception", exception={"type": type(e).__name__, "message": str(e), "traceback": tb})
+        finally:
+            try:
+                self.poll_compiles()
+                self.flush_syncs(self.step + 1 if self.sync_counts else self.step)
+                self.maybe_memory(force=True)
+            except Exception:
+                pass
+        return code
+
+
+class _PostImport:
+    """A meta-path finder that runs a callback right after one module has been imported."""
+
+    def __init__(self, name, callback):
+        self.name = name
+        self.callback = callback
+        self.busy = False
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name or self.busy:
+            return None
+        import importlib.util
+
+        self.busy = True
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self.busy = False
+        if spec is None or spec.loader is None:
+            return None
+        original = spec.loader.exec_module
+        callback = self.callback
+        finder = self
+
+        def exec_module(module):
+            original(module)
+            try:
+                sys.meta_path.remove(finder)
+            except ValueError:
+                pass
+            callback(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def exit_code(value):
+    """What `python script.py` exits with for sys.exit(value)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value & 0xFF
+    sys.stderr.write("%s\n" % (value,))
+    return 1
+
+
+def rss():
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def main():
+    """Entry point of both the embedded worker and ``python -m tpuport_agent``."""
+    global _AGENT
+    config = json.loads(os.environ["TPUPORT_AGENT_CONFIG"])
+    _AGENT = Agent(config)
+    code = _AGENT.run()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:
+        pass
+    return code
+
+
+def agent():
+    """The running agent (for the ``tpuport`` helper module)."""
+    return _AGENT

@@ -1,0 +1,83 @@
+//! The worker: the hidden `tpuport __worker` process that embeds CPython and runs the agent.
+//!
+//! This module is the only owner of the interpreter. CPython is initialised through PyConfig
+//! with `program_name` set to the environment's `python`, so its getpath reads `pyvenv.cfg`
+//! and the venv's site-packages are used (a plain `Py_Initialize` would ignore the venv), and
+//! with Python's own signal handlers installed, so SIGINT raises KeyboardInterrupt. The agent
+//! then does everything else, exactly as under `python -m tpuport_agent`.
+
+use std::ffi::{CStr, CString};
+use std::mem::MaybeUninit;
+
+use anyhow::{Context, Result, bail};
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+/// Exit status when the agent itself fails (not the script): EX_SOFTWARE.
+pub const EXIT_AGENT_FAILURE: i32 = 70;
+
+/// Run the worker; returns the process exit code.
+pub fn main() -> Result<i32> {
+    let python = std::env::var("TPUPORT_PYTHON")
+        .context("TPUPORT_PYTHON is not set (the worker is started by `tpuport run`)")?;
+    let agent_dir = std::env::var("TPUPORT_AGENT_DIR").context("TPUPORT_AGENT_DIR is not set")?;
+    initialize(&python)
+        .with_context(|| format!("during initialising the embedded Python for {python}"))?;
+    let code = Python::attach(|py| -> PyResult<i32> {
+        let sys = py.import("sys")?;
+        sys.getattr("path")?
+            .call_method1("insert", (0, agent_dir.as_str()))?;
+        let agent = py.import("tpuport_agent")?;
+        agent.call_method0("main")?.extract::<i32>()
+    });
+    let code = match code {
+        Ok(c) => c,
+        Err(e) => {
+            Python::attach(|py| e.print(py));
+            eprintln!(
+                "tpuport: the agent failed (this is a tpuport bug; please report it with the traceback above)"
+            );
+            EXIT_AGENT_FAILURE
+        }
+    };
+    // Like `python script.py`: run atexit handlers, flush and close the interpreter.
+    unsafe {
+        ffi::PyGILState_Ensure();
+        ffi::Py_FinalizeEx();
+    }
+    Ok(code)
+}
+
+fn initialize(python: &str) -> Result<()> {
+    let program = CString::new(python)?;
+    unsafe {
+        let mut config = MaybeUninit::<ffi::PyConfig>::uninit();
+        ffi::PyConfig_InitPythonConfig(config.as_mut_ptr());
+        let mut config = config.assume_init();
+        config.install_signal_handlers = 1;
+        config.parse_argv = 0;
+        let status =
+            ffi::PyConfig_SetBytesString(&mut config, &mut config.program_name, program.as_ptr());
+        if ffi::PyStatus_Exception(status) != 0 {
+            ffi::PyConfig_Clear(&mut config);
+            bail!("setting program_name failed: {}", status_text(&status));
+        }
+        let status = ffi::Py_InitializeFromConfig(&config);
+        ffi::PyConfig_Clear(&mut config);
+        if ffi::PyStatus_Exception(status) != 0 {
+            bail!("{}", status_text(&status));
+        }
+        // Release the GIL so pyo3's `Python::attach` can take it.
+        ffi::PyEval_SaveThread();
+    }
+    Ok(())
+}
+
+fn status_text(s: &ffi::PyStatus) -> String {
+    if s.err_msg.is_null() {
+        return format!("exit code {}", s.exitcode);
+    }
+    unsafe { CStr::from_ptr(s.err_msg) }
+        .to_string_lossy()
+        .into_owned()
+}
