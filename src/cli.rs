@@ -230,10 +230,10 @@ fn run_script(a: RunArgs) -> Result<u8> {
             })
         }),
     };
-    if let Some(t) = a.timeout {
-        if !(t > 0.0 && t.is_finite()) {
-            bail!("--timeout must be a positive number of seconds, got {t}");
-        }
+    if let Some(t) = a.timeout
+        && !(t > 0.0 && t.is_finite())
+    {
+        bail!("--timeout must be a positive number of seconds, got {t}");
     }
     let code = tpuport::runtime::run(tpuport::runtime::RunOptions {
         script: a.script,

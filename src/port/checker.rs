@@ -682,6 +682,14 @@ impl<'a> Checker<'a> {
                 AnyNodeRef::ExprTuple(e) => child = e.range,
                 AnyNodeRef::ExprSet(e) => child = e.range,
                 AnyNodeRef::ExprDict(d) => {
+                    // A key is a name, not a value of the dict's role: `map_location=
+                    // {"cuda:0": ...}` keys are the checkpoint's own tags and must stay.
+                    if d.items
+                        .iter()
+                        .any(|i| i.key.as_ref().is_some_and(|k| k.range() == child))
+                    {
+                        break;
+                    }
                     for item in &d.items {
                         if item.value.range() == child
                             && let Some(Expr::StringLiteral(k)) = &item.key
@@ -829,8 +837,8 @@ impl<'a> Checker<'a> {
                 }
             }
             Some(Action::Remove(RemoveKind::Statement)) => {
-                match self.remove_statement(site.form_range, site.depth) {
-                    Ok(edits) => d.fix = Some(self.make_fix(rule, edits, vec![], false)),
+                match self.removal_fix(rule, site.form_range, site.depth, true) {
+                    Ok(fix) => d.fix = Some(fix),
                     Err(note) => d.note = Some(note),
                 }
             }
@@ -914,6 +922,7 @@ impl<'a> Checker<'a> {
             edits,
             applicability,
             imports,
+            exclusive: None,
         }
     }
 
@@ -922,6 +931,22 @@ impl<'a> Checker<'a> {
             sem: self.sem,
             roots: &self.index.roots,
             site,
+            prefer: None,
+        }
+    }
+
+    /// A context that keeps the module alias used by the expression at `at` (`T` in `T.cuda.x`).
+    fn ctx_at(&self, at: TextRange) -> Ctx<'a> {
+        let text = self.text(at);
+        let root = text
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .next()
+            .filter(|r| !r.is_empty());
+        Ctx {
+            sem: self.sem,
+            roots: &self.index.roots,
+            site: at.start(),
+            prefer: root,
         }
     }
 
@@ -953,7 +978,7 @@ impl<'a> Checker<'a> {
                     _ => m.call.map(|c| c.range()).unwrap_or(m.range),
                 };
                 let values = self.bind(rule, m)?;
-                let r = self.render(t, &values, rule, target.start())?;
+                let r = self.render(t, &values, rule, target)?;
                 let text = self.parenthesize(target, r.text);
                 Ok(self.make_fix(
                     rule,
@@ -975,7 +1000,7 @@ impl<'a> Checker<'a> {
                         edits.push(Edit::replace(a.attr.range, &method[1..]));
                     }
                     Some(q) => {
-                        let (text, import) = template::qualify(q, &self.ctx(call.func.start()));
+                        let (text, import) = template::qualify(q, &self.ctx_at(call.func.range()));
                         edits.push(Edit::replace(call.func.range(), text));
                         imports.extend(import);
                     }
@@ -999,8 +1024,7 @@ impl<'a> Checker<'a> {
             }
             Action::Remove(RemoveKind::Statement) => {
                 let target = m.reference.or(m.call.map(|c| c.range())).unwrap_or(m.range);
-                let edits = self.remove_statement(target, 0)?;
-                Ok(self.make_fix(rule, edits, vec![], false))
+                self.removal_fix(rule, target, 0, false)
             }
             Action::String(_) => Err("string rewrites need a string match".into()),
         }
@@ -1011,12 +1035,14 @@ impl<'a> Checker<'a> {
         t: &str,
         values: &Bound<'a>,
         rule: &Rule,
-        site: TextSize,
+        site: TextRange,
     ) -> Result<template::Rendered, String> {
-        template::render(t, &values.values, &rule.convert, &self.ctx(site)).map_err(|e| match e {
-            Skip::Missing => "a required argument is missing".to_string(),
-            Skip::Manual(why) => why,
-        })
+        template::render(t, &values.values, &rule.convert, &self.ctx_at(site)).map_err(
+            |e| match e {
+                Skip::Missing => "a required argument is missing".to_string(),
+                Skip::Manual(why) => why,
+            },
+        )
     }
 
     /// Bind the call's arguments (and receiver) to the rule's parameters.
@@ -1252,8 +1278,27 @@ impl<'a> Checker<'a> {
         if tight { format!("({text})") } else { text }
     }
 
-    /// Edits that delete the statement holding `target` (the statement must consist of it).
-    fn remove_statement(&self, target: TextRange, depth: usize) -> Result<Vec<Edit>, String> {
+    /// The fix that deletes the statement holding `target` (the statement must consist of it).
+    fn removal_fix(
+        &self,
+        rule: &Rule,
+        target: TextRange,
+        depth: usize,
+        string_match: bool,
+    ) -> Result<Fix, String> {
+        let (edit, block) = self.remove_statement(target, depth, string_match)?;
+        let mut fix = self.make_fix(rule, vec![edit], vec![], false);
+        fix.exclusive = Some(block);
+        Ok(fix)
+    }
+
+    /// The edit that deletes the statement holding `target`, and the range of its block.
+    fn remove_statement(
+        &self,
+        target: TextRange,
+        depth: usize,
+        string_match: bool,
+    ) -> Result<(Edit, TextRange), String> {
         let ancestors = &self.stack[..self.stack.len().saturating_sub(depth)];
         let stmt_pos = ancestors
             .iter()
@@ -1262,26 +1307,35 @@ impl<'a> Checker<'a> {
         let stmt = ancestors[stmt_pos]
             .as_stmt_ref()
             .ok_or("not inside a statement")?;
-        let path = &ancestors[stmt_pos + 1..];
-        let calls = path
-            .iter()
-            .filter(|n| matches!(n, AnyNodeRef::ExprCall(_)))
-            .count();
         let removable = match stmt {
-            ast::StmtRef::Expr(e) => {
-                let is_call = matches!(e.value.as_ref(), Expr::Call(_));
-                (e.value.range() == target && (is_call || path.is_empty()))
-                    || (calls == 1 && is_call && e.value.range().contains_range(target))
-            }
+            ast::StmtRef::Expr(e) => match e.value.as_ref() {
+                // The statement is the match, or a call of the matched name...
+                v if v.range() == target => true,
+                Expr::Call(c) if c.func.range() == target => true,
+                // ...or, for a string (an environment variable's name), a call taking it as a
+                // direct argument: `os.environ.setdefault("NCCL_DEBUG", "INFO")`.
+                Expr::Call(c) => {
+                    string_match && c.arguments.args.iter().any(|a| a.range() == target)
+                }
+                _ => false,
+            },
+            // Only single, non-binding targets: `torch.backends.cudnn.benchmark = True`,
+            // `os.environ["X"] = "1"` (never a tuple, which may set other things too).
             ast::StmtRef::Assign(a) => {
-                a.targets.iter().all(|t| !binds_name(t))
-                    && a.targets.iter().any(|t| t.range().contains_range(target))
+                a.targets.len() == 1
+                    && is_settable(&a.targets[0])
+                    && a.targets[0].range().contains_range(target)
             }
             ast::StmtRef::AugAssign(a) => {
-                !binds_name(&a.target) && a.target.range().contains_range(target)
+                is_settable(&a.target) && a.target.range().contains_range(target)
             }
             ast::StmtRef::AnnAssign(a) => {
-                !binds_name(&a.target) && a.target.range().contains_range(target)
+                is_settable(&a.target) && a.target.range().contains_range(target)
+            }
+            ast::StmtRef::Delete(d) => {
+                d.targets.len() == 1
+                    && is_settable(&d.targets[0])
+                    && d.targets[0].range().contains_range(target)
             }
             _ => false,
         };
@@ -1289,14 +1343,19 @@ impl<'a> Checker<'a> {
             return Err("its value is used here: remove or rewrite this code by hand".into());
         }
         let parent = stmt_pos.checked_sub(1).map(|i| ancestors[i]);
-        let only = match parent.map(body_of) {
+        let block = match parent.map(body_of) {
             Some(Some(bodies)) => bodies
-                .iter()
-                .find(|b| b.iter().any(|s| s.range() == stmt.range()))
-                .is_some_and(|b| b.len() == 1),
-            _ => false,
+                .into_iter()
+                .find(|b| b.iter().any(|s| s.range() == stmt.range())),
+            _ => None,
         };
-        Ok(vec![delete_statement(self.src, stmt.range(), only)])
+        // A module may be empty; any other block needs `pass`.
+        let is_module = matches!(parent, Some(AnyNodeRef::ModModule(_)));
+        let only = !is_module && block.is_some_and(|b| b.len() == 1);
+        let key = block
+            .and_then(|b| Some(TextRange::new(b.first()?.start(), b.last()?.end())))
+            .unwrap_or(stmt.range());
+        Ok((delete_statement(self.src, stmt.range(), only), key))
     }
 }
 
@@ -1463,14 +1522,9 @@ fn body_of(node: AnyNodeRef<'_>) -> Option<Vec<&[Stmt]>> {
     })
 }
 
-fn binds_name(t: &Expr) -> bool {
-    match t {
-        Expr::Name(_) => true,
-        Expr::Tuple(t) => t.elts.iter().any(binds_name),
-        Expr::List(t) => t.elts.iter().any(binds_name),
-        Expr::Starred(s) => binds_name(&s.value),
-        _ => false,
-    }
+/// An assignment target that sets something without binding a name: `a.b`, `a[k]`.
+fn is_settable(t: &Expr) -> bool {
+    matches!(t, Expr::Attribute(_) | Expr::Subscript(_))
 }
 
 fn ident_of(e: &Expr) -> Option<String> {

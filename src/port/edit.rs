@@ -36,6 +36,9 @@ pub struct Fix {
     pub applicability: FixClass,
     /// Top-level modules that must be imported for the edits to work (`torch`).
     pub imports: Vec<String>,
+    /// At most one fix per key is applied in a round: statement removals carry their block,
+    /// so two removals never empty a block together (the next round sees the new block).
+    pub exclusive: Option<TextRange>,
 }
 
 impl Fix {
@@ -66,9 +69,15 @@ pub fn apply_fixes(source: &str, fixes: &[(usize, &Fix)]) -> (String, Vec<usize>
     let mut order: Vec<&(usize, &Fix)> = fixes.iter().collect();
     order.sort_by_key(|(i, f)| (f.range().start(), f.range().end(), *i));
     let mut taken: Vec<TextRange> = vec![];
+    let mut keys: Vec<TextRange> = vec![];
     let mut edits: Vec<&Edit> = vec![];
     let mut applied = vec![];
     for (idx, fix) in order {
+        if let Some(k) = fix.exclusive
+            && keys.contains(&k)
+        {
+            continue;
+        }
         let overlaps = fix.edits.iter().any(|e| {
             taken.iter().any(|t| {
                 // Two insertions at one point, or an edit inside another, conflict.
@@ -82,6 +91,7 @@ pub fn apply_fixes(source: &str, fixes: &[(usize, &Fix)]) -> (String, Vec<usize>
             continue;
         }
         taken.extend(fix.edits.iter().map(|e| e.range));
+        keys.extend(fix.exclusive);
         edits.extend(fix.edits.iter());
         applied.push(*idx);
     }
@@ -119,6 +129,7 @@ mod tests {
             edits,
             applicability: FixClass::Safe,
             imports: vec![],
+            exclusive: None,
         }
     }
 

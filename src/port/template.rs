@@ -31,6 +31,9 @@ pub struct Ctx<'a> {
     pub roots: &'a HashSet<String>,
     /// Where the rendered text will be placed (for alias visibility).
     pub site: TextSize,
+    /// The name the code at the site already uses for the module (`T` in `T.cuda.x()`): kept
+    /// when it fits, so a rewrite does not switch spellings or orphan an import.
+    pub prefer: Option<&'a str>,
 }
 
 pub struct Rendered {
@@ -237,8 +240,10 @@ pub fn qualify(qualified: &str, ctx: &Ctx<'_>) -> (String, Option<String>) {
         .filter(|(_, q)| qualified == *q || qualified.starts_with(&format!("{q}.")))
         .collect();
     candidates.sort_by(|a, b| {
-        b.1.len()
-            .cmp(&a.1.len())
+        let pa = Some(a.0) == ctx.prefer;
+        let pb = Some(b.0) == ctx.prefer;
+        pb.cmp(&pa)
+            .then_with(|| b.1.len().cmp(&a.1.len()))
             .then_with(|| (a.0 != a.1).cmp(&(b.0 != b.1)))
             .then_with(|| a.0.cmp(b.0))
     });
@@ -280,6 +285,7 @@ mod tests {
             sem: &sem,
             roots: &roots,
             site: TextSize::try_from(src.len()).unwrap(),
+            prefer: None,
         };
         let vals = values
             .iter()

@@ -144,7 +144,6 @@ pub fn launch(l: Launch) -> Result<i32> {
             Ok(Msg::Event(v)) => match v.get("type").and_then(Value::as_str) {
                 Some("hello") => {
                     run_start.python = v.get("python").and_then(Value::as_str).map(str::to_string);
-                    run_start.torch = v.get("torch").and_then(Value::as_str).map(str::to_string);
                     sink.write(&Event::RunStart(run_start.clone()))?;
                     started = true;
                     for p in pending.drain(..) {
@@ -187,22 +186,25 @@ pub fn launch(l: Launch) -> Result<i32> {
                 signal_group(pgid, libc::SIGKILL);
             }
         }
-        if let Some(limit) = l.timeout {
-            if !timed_out && exited.is_none() && start.elapsed() > limit {
-                timed_out = true;
-                eprintln!(
-                    "\ntpuport: --timeout {:.0}s reached: interrupting the script",
-                    limit.as_secs_f64()
-                );
-                signal_group(pgid, libc::SIGINT);
-                kill_at = Some(Instant::now() + Duration::from_secs(5));
-            }
+        if let Some(limit) = l.timeout
+            && !timed_out
+            && exited.is_none()
+            && start.elapsed() > limit
+        {
+            timed_out = true;
+            eprintln!(
+                "\ntpuport: --timeout {:.0}s reached: interrupting the script",
+                limit.as_secs_f64()
+            );
+            signal_group(pgid, libc::SIGINT);
+            kill_at = Some(Instant::now() + Duration::from_secs(5));
         }
-        if let Some(at) = kill_at {
-            if exited.is_none() && Instant::now() > at {
-                signal_group(pgid, libc::SIGKILL);
-                kill_at = None;
-            }
+        if let Some(at) = kill_at
+            && exited.is_none()
+            && Instant::now() > at
+        {
+            signal_group(pgid, libc::SIGKILL);
+            kill_at = None;
         }
         if exited.is_none() {
             exited = child.try_wait()?;
@@ -336,21 +338,22 @@ impl EventSink {
     fn write_value(&mut self, v: Value, l: &Launch, start: Instant) -> Result<()> {
         match serde_json::from_value::<Event>(v.clone()) {
             Ok(e) => {
-                if l.step_lines {
-                    if let Event::Step(s) = &e {
-                        eprintln!("{}", step_line(s, &self.summary));
-                    }
+                if l.step_lines
+                    && let Event::Step(s) = &e
+                {
+                    eprintln!("{}", step_line(s, &self.summary));
                 }
-                if let Event::Compile(c) = &e {
-                    if c.status == "limit_hit" && l.step_lines {
-                        eprintln!(
-                            "tpuport: recompile limit hit in {} ({}:{}): it now runs eagerly; last reason: {}",
-                            c.function,
-                            c.file,
-                            c.line,
-                            c.reason.as_deref().unwrap_or("?")
-                        );
-                    }
+                if let Event::Compile(c) = &e
+                    && c.status == "limit_hit"
+                    && l.step_lines
+                {
+                    eprintln!(
+                        "tpuport: recompile limit hit in {} ({}:{}): it now runs eagerly; last reason: {}",
+                        c.function,
+                        c.file,
+                        c.line,
+                        c.reason.as_deref().unwrap_or("?")
+                    );
                 }
                 self.write(&e)
             }
@@ -546,7 +549,7 @@ mod tests {
     #[test]
     fn timestamps() {
         assert_eq!(utc_stamp(0), "19700101-000000");
-        assert_eq!(utc_stamp(1_796_229_000), "20261201-164000");
+        assert_eq!(utc_stamp(1_796_229_000), "20261202-163000");
         assert_eq!(utc_stamp(951_782_400), "20000229-000000");
     }
 }

@@ -151,7 +151,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         pid: 0,
         runtime: runtime.as_str().into(),
         python: Some(env.version.clone()),
-        torch: None,
+        torch: installed_version(&env.site_packages, "torch"),
         extra: Default::default(),
     };
     let events_path = opts
@@ -169,6 +169,21 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         // terminal), the parent prints one line per step.
         step_lines: true,
         notes,
+    })
+}
+
+/// The version of a distribution from its `*.dist-info` folder name (no import).
+pub fn installed_version(site_packages: &[PathBuf], dist: &str) -> Option<String> {
+    let prefix = format!("{dist}-");
+    site_packages.iter().find_map(|sp| {
+        std::fs::read_dir(sp)
+            .ok()?
+            .filter_map(|e| e.ok())
+            .find_map(|e| {
+                let name = e.file_name().to_string_lossy().to_string();
+                let rest = name.strip_prefix(&prefix)?.strip_suffix(".dist-info")?;
+                Some(rest.to_string())
+            })
     })
 }
 

@@ -293,13 +293,13 @@ pub fn plan(req: &Request, tpus: &[TpuDevice], torch_tpu_installed: bool) -> Res
                 );
             }
             p.chip = Some(tpus[0].chip);
-            if let Some(c) = req.chip {
-                if c.name != tpus[0].chip.name {
-                    p.notes.push(format!(
-                        "--chip {} ignored: this machine has {}",
-                        c.name, tpus[0].chip.device_name
-                    ));
-                }
+            if let Some(c) = req.chip
+                && c.name != tpus[0].chip.name
+            {
+                p.notes.push(format!(
+                    "--chip {} ignored: this machine has {}",
+                    c.name, tpus[0].chip.device_name
+                ));
             }
             for v in MODE_VARS {
                 p.env.insert(v.to_string(), None);
@@ -524,7 +524,9 @@ mod tests {
                                     "TORCH_TPU_TIER3_COMPILATION_CACHE_ROOT=/cache/t3".into(),
                                 );
                             }
-                            want.sort();
+                            want.sort_by(|a, b| {
+                                a.trim_start_matches('-').cmp(b.trim_start_matches('-'))
+                            });
                             assert_eq!(env(&p), want, "{mode:?} {prec:?} {excess} {debug} {cache}");
                             let mut calls: Vec<&str> = prec_call.iter().copied().collect();
                             if excess {

@@ -28,9 +28,22 @@ for bs in batch_sizes:
 print("loss", losses[0], "->", losses[-1])
 
 metrics = torch._dynamo.utils.get_compilation_metrics()
+before_reset = sum(1 for m in metrics if m.is_forward is not False)
+frames_ok = torch._dynamo.utils.counters["frames"]["ok"]
+
+# Scripts reset Dynamo (tests, notebooks); tpuport must keep observing after that.
+torch._dynamo.reset()
+torch._dynamo.utils.counters.clear()
+double = torch.compile(lambda t: t * 2, backend="eager", dynamic=False)
+double(torch.ones(3))
+forward_records = sum(1 for m in torch._dynamo.utils.get_compilation_metrics() if m.is_forward is not False)
+frames_ok_after = torch._dynamo.utils.counters["frames"]["ok"]
+
 counts = {
-    "frames_ok": torch._dynamo.utils.counters["frames"]["ok"],
-    "compiles": sum(1 for m in metrics if m.is_forward is not False),
+    "frames_ok_before_reset": frames_ok,
+    "frames_ok_after_reset": frames_ok_after,
+    "forward_records_before_reset": before_reset,
+    "forward_records": forward_records,
     "optimizer_steps": len(batch_sizes),
     "item_calls": len(batch_sizes),
 }

@@ -227,7 +227,9 @@ class Agent:
         except Exception:
             return
         for m in metrics:
-            key = (self.reset_generation, getattr(m, "compile_id", None), getattr(m, "is_forward", None),
+            # torch._dynamo.reset() restarts compile ids but keeps the metrics: the start time
+            # tells records apart.
+            key = (getattr(m, "compile_id", None), getattr(m, "is_forward", None), getattr(m, "co_name", None),
                    getattr(m, "start_time", None) or getattr(m, "start_time_us", None))
             if key in self.seen_compiles:
                 continue
@@ -308,6 +310,25 @@ class Agent:
 
     # ---- running the script ------------------------------------------------------------------
 
+    def on_torch(self, torch):
+        """Right after `import torch` finished, before the script's next line."""
+        if self.config.get("target") == "sim":
+            from tpuport_agent import sim
+
+            sim.install(self.config, self)
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        self.torch = torch
+        register_optimizer_step_post_hook(self.on_optimizer_step)
+        self.install_compile_hooks(torch)
+        self.install_sync_counters(torch)
+        # TorchTPU settings that must precede the first compile (from `tpuport run` flags).
+        for call in self.config.get("calls", []):
+            try:
+                exec(call, {"torch": torch})
+            except Exception as e:
+                raise RuntimeError("tpuport could not apply `%s` for the chosen target: %s" % (call, e)) from e
+
     def run(self):
         import runpy
         import signal
@@ -325,27 +346,13 @@ class Agent:
         self.install_warning_hook()
         self.script_start = time.perf_counter()
 
-        torch_version = None
-        if cfg.get("import_torch", True):
-            try:
-                if cfg.get("target") == "sim":
-                    from tpuport_agent import sim
-
-                    sim.install(cfg, self)
-                import torch
-                from torch.optim.optimizer import register_optimizer_step_post_hook
-
-                self.torch = torch
-                torch_version = torch.__version__
-                register_optimizer_step_post_hook(self.on_optimizer_step)
-                self.install_compile_hooks(torch)
-                self.install_sync_counters(torch)
-                for call in cfg.get("calls", []):
-                    exec(call, {"torch": torch})
-            except ImportError as e:
-                self.em.emit("log", stream="tpuport", line="torch is not importable (%s): running without torch observation" % e)
-        self.em.emit("hello", python=sys.version.split()[0], torch=torch_version, executable=sys.executable,
-                     pid=os.getpid())
+        # Observe torch from the moment the script imports it (importing it here would cost
+        # every run seconds, and scripts that never use torch should not pay for it).
+        if "torch" in sys.modules:
+            self.on_torch(sys.modules["torch"])
+        else:
+            sys.meta_path.insert(0, _PostImport("torch", self.on_torch))
+        self.em.emit("hello", python=sys.version.split()[0], executable=sys.executable, pid=os.getpid())
         self.script_start = time.perf_counter()
         code = 0
         try:

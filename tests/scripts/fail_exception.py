@@ -1,0 +1,3 @@
+def inner():
+    raise ValueError("bad value in the script")
+inner()

@@ -1,0 +1,3 @@
+import ctypes
+print("about to crash", flush=True)
+ctypes.string_at(0)

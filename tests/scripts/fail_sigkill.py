@@ -1,0 +1,3 @@
+import os
+import signal
+os.kill(os.getpid(), signal.SIGKILL)
