@@ -5,12 +5,12 @@
 #      steps; median step time under tpuport / under plain python (goal <= 1.02);
 #   2. start-up: wall time of bench/scripts/startup.py (import torch, one op) under each
 #      (goal: tpuport adds <= 0.3 s).
-# Runs alternate; RUNS=5 by default. Uses the project venv (bash scripts/bootstrap).
+# Runs alternate; RUNS=9 by default (this machine's step times drift by +-10% between runs). Uses the project venv (bash scripts/bootstrap).
 # Run: bash bench/run_overhead.sh
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-RUNS="${RUNS:-5}"
+RUNS="${RUNS:-9}"
 VENV="$(bash scripts/bootstrap | tail -1)"
 PY="$VENV/bin/python"
 if [[ -z "${TPUPORT_BIN:-}" ]]; then
@@ -21,15 +21,18 @@ TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 export TPUPORT_BIN PY TMP RUNS
 "$PY" - <<'PY'
-import json, os, statistics, subprocess, time
+import json, os, shutil, statistics, subprocess, time
 tp, py, tmp, runs = os.environ["TPUPORT_BIN"], os.environ["PY"], os.environ["TMP"], int(os.environ["RUNS"])
+# Both run pinned to the same core (the script uses one thread), so neither gains from a core
+# the other does not get; the machine's frequency noise is what remains, hence many runs.
+pin = ["taskset", "-c", os.environ.get("BENCH_CORE", "1")] if shutil.which("taskset") else []
 def plain(script, out=None):
     env = dict(os.environ, BENCH_OUT=out or "")
-    t = time.perf_counter(); subprocess.run([py, script], env=env, check=True, stdout=subprocess.DEVNULL); return time.perf_counter() - t
+    t = time.perf_counter(); subprocess.run(pin + [py, script], env=env, check=True, stdout=subprocess.DEVNULL); return time.perf_counter() - t
 def under(script, out=None):
     env = dict(os.environ, BENCH_OUT=out or "", VIRTUAL_ENV=os.path.dirname(os.path.dirname(py)))
     t = time.perf_counter()
-    subprocess.run([tp, "run", "--no-tui", "--target", "host", "--events", os.path.join(tmp, "ev.jsonl"), script],
+    subprocess.run(pin + [tp, "run", "--no-tui", "--target", "host", "--events", os.path.join(tmp, "ev.jsonl"), script],
                    env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - t
 step = {"python": [], "tpuport": []}
@@ -46,5 +49,7 @@ sp, st = statistics.median(step["python"]), statistics.median(step["tpuport"])
 wp, wt = statistics.median(start["python"]), statistics.median(start["tpuport"])
 print(f"cores: {os.cpu_count()}, runs: {runs} alternating")
 print(f"median step time  python {ms(sp)}   tpuport {ms(st)}   ratio {st / sp:.3f}  (goal <= 1.02: {'MET' if st / sp <= 1.02 else 'MISSED'})")
+print(f"  per-run medians: python {' '.join(f'{v * 1e3:.2f}' for v in step['python'])}")
+print(f"                   tpuport {' '.join(f'{v * 1e3:.2f}' for v in step['tpuport'])}")
 print(f"start-up (wall)   python {wp:8.3f} s    tpuport {wt:8.3f} s    overhead {wt - wp:+.3f} s  (goal <= 0.3 s: {'MET' if wt - wp <= 0.3 else 'MISSED'})")
 PY

@@ -355,16 +355,7 @@ impl<'a> Checker<'a> {
             && !self.sem.root_is_import(&a.value)
             && let Some(ids) = self.index.methods.get(a.attr.as_str())
         {
-            let recv = self.text(a.value.range());
-            let hit = ids.iter().copied().find(|i| {
-                self.is_active(*i)
-                    && self
-                        .rule(*i)
-                        .receiver
-                        .as_ref()
-                        .is_none_or(|re| re.is_match(recv))
-            });
-            if let Some(i) = hit {
+            if let Some(i) = self.first_for_receiver(ids, &a.value) {
                 self.emit(Match {
                     rule: i,
                     range: call.range(),
@@ -404,6 +395,19 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// The first active rule among `ids` whose `receiver` pattern (if any) fits the object.
+    fn first_for_receiver(&self, ids: &[usize], receiver: &Expr) -> Option<usize> {
+        let recv = self.text(receiver.range());
+        ids.iter().copied().find(|i| {
+            self.is_active(*i)
+                && self
+                    .rule(*i)
+                    .receiver
+                    .as_ref()
+                    .is_none_or(|re| re.is_match(recv))
+        })
+    }
+
     fn check_value_attribute(&mut self, attr: &'a ast::ExprAttribute) {
         // `x.is_cuda` (not called, not a module attribute).
         let Some(ids) = self.index.attributes.get(attr.attr.as_str()) else {
@@ -417,16 +421,7 @@ impl<'a> Checker<'a> {
         if self.sem.root_is_import(&attr.value) {
             return;
         }
-        let recv = self.text(attr.value.range());
-        let hit = ids.iter().copied().find(|i| {
-            self.is_active(*i)
-                && self
-                    .rule(*i)
-                    .receiver
-                    .as_ref()
-                    .is_none_or(|re| re.is_match(recv))
-        });
-        if let Some(i) = hit {
+        if let Some(i) = self.first_for_receiver(ids, &attr.value) {
             self.emit(Match {
                 rule: i,
                 range: attr.range,

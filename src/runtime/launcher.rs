@@ -77,6 +77,10 @@ pub fn launch(l: Launch) -> Result<i32> {
         eprintln!("tpuport: note: {n}");
     }
 
+    // Ctrl-C belongs to us from here on (the child runs in its own process group).
+    let interrupts = Arc::new(AtomicUsize::new(0));
+    let _sig = register_signals(&interrupts);
+
     // Pipe for events: the child gets the write end as fd 3.
     let (events_r, events_w) = pipe()?;
     let mut cmd = Command::new(&l.program);
@@ -125,8 +129,6 @@ pub fn launch(l: Launch) -> Result<i32> {
 
     let (tx, rx) = mpsc::channel::<Msg>();
     let readers = spawn_readers(&mut child, events_r, tx);
-    let interrupts = Arc::new(AtomicUsize::new(0));
-    let _sig = register_signals(&interrupts);
 
     // Hold run_start until the agent says hello (python/torch versions), briefly.
     let mut started = false;

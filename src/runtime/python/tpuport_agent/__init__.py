@@ -61,7 +61,7 @@ class Agent:
         self.reset_generation = 0
         self.last_memory = 0.0
         self.torch = None
-        self._in_hook = False
+        self._in_sync = False
 
     # ---- steps -------------------------------------------------------------------------------
 
@@ -119,23 +119,36 @@ class Agent:
         agent = self
         compiling = getattr(torch.compiler, "is_compiling", lambda: False)
         torch_dir = os.path.dirname(torch.__file__)
+        agent_dir = os.path.dirname(os.path.abspath(__file__))
         getframe = sys._getframe
 
         def wrap(kind, original):
             def counted(self, *args, **kwargs):
-                if compiling():
+                if compiling() or agent._in_sync:
                     return original(self, *args, **kwargs)
+                f = getframe(1)
+                while f is not None and f.f_code.co_filename.startswith(agent_dir):
+                    f = f.f_back  # the sim's function mode sits between torch and the call
+                if f is not None and f.f_code.co_filename.startswith(torch_dir):
+                    # torch's own .item() on CPU tensors (optimizer step counters, ...) is no
+                    # device sync; on a real device every sync counts.
+                    if self.device.type == "cpu":
+                        return original(self, *args, **kwargs)
+                    depth = 0
+                    while f is not None and depth < 8 and f.f_code.co_filename.startswith(torch_dir):
+                        f = f.f_back
+                        depth += 1
                 counts = agent.sync_counts
                 counts[kind] = counts.get(kind, 0) + 1
-                f = getframe(1)
-                depth = 0
-                while f is not None and depth < 8 and f.f_code.co_filename.startswith(torch_dir):
-                    f = f.f_back
-                    depth += 1
                 if f is not None:
                     site = "%s:%d" % (f.f_code.co_filename, f.f_lineno)
                     agent.sync_sites[site] = agent.sync_sites.get(site, 0) + 1
-                return original(self, *args, **kwargs)
+                # A torch function mode (the sim's) dispatches back through this wrapper.
+                agent._in_sync = True
+                try:
+                    return original(self, *args, **kwargs)
+                finally:
+                    agent._in_sync = False
 
             counted.__name__ = original.__name__
             counted.__doc__ = original.__doc__
@@ -169,6 +182,10 @@ class Agent:
 
         import torch._dynamo.callback as callback
         import torch._dynamo.utils  # noqa: F401  (compilation metrics)
+
+        sim = sys.modules.get("tpuport_agent.sim")
+        if sim is not None and getattr(sim, "ACTIVE", False):
+            sim.register_compile_backend(torch)
 
         dynamo = torch._dynamo
         agent = self

@@ -72,6 +72,21 @@ def install(config, agent=None):
     ACTIVE = True
 
 
+def register_compile_backend(torch):
+    """`torch.compile(backend="tpu")` on the host: Dynamo's graph capture, run with aot_eager
+    (TorchTPU's own backend needs a TPU). Called once Dynamo is imported."""
+    from torch._dynamo import list_backends, lookup_backend, register_backend
+
+    if "tpu" in list_backends(exclude_tags=()):
+        return
+    aot_eager = lookup_backend("aot_eager")
+
+    def tpu(gm, example_inputs, **kwargs):
+        return aot_eager(gm, example_inputs)
+
+    register_backend(tpu, name="tpu")
+
+
 def memory():
     """Device memory as the sim sees it (not tracked in this module)."""
     return None
