@@ -47,8 +47,14 @@ pub struct Launch {
 }
 
 enum Msg {
+    /// A schema event from the agent (parsed once, in the reader thread).
+    Typed(Event),
+    /// Anything else from the agent: its hello, exit status, exception, or a malformed line.
     Event(Value),
-    Output { stream: &'static str, line: String },
+    Output {
+        stream: &'static str,
+        line: String,
+    },
     EventsClosed,
     OutputClosed,
 }
@@ -163,6 +169,13 @@ pub fn launch(l: Launch) -> Result<i32> {
                 _ if !started => pending.push(v),
                 _ => sink.write_value(v, &l, start)?,
             },
+            Ok(Msg::Typed(e)) => {
+                if started {
+                    sink.write_event(e, &l)?;
+                } else {
+                    pending.push(serde_json::to_value(&e)?);
+                }
+            }
             Ok(Msg::Output { stream, line }) => {
                 let v = json!({"type": "log", "t": t(), "stream": stream, "line": line});
                 if started {
@@ -339,26 +352,7 @@ impl EventSink {
     /// An event from the agent: validated against the schema; kept as a `log` line if it is not.
     fn write_value(&mut self, v: Value, l: &Launch, start: Instant) -> Result<()> {
         match serde_json::from_value::<Event>(v.clone()) {
-            Ok(e) => {
-                if l.step_lines
-                    && let Event::Step(s) = &e
-                {
-                    eprintln!("{}", step_line(s, &self.summary));
-                }
-                if let Event::Compile(c) = &e
-                    && c.status == "limit_hit"
-                    && l.step_lines
-                {
-                    eprintln!(
-                        "tpuport: recompile limit hit in {} ({}:{}): it now runs eagerly; last reason: {}",
-                        c.function,
-                        c.file,
-                        c.line,
-                        c.reason.as_deref().unwrap_or("?")
-                    );
-                }
-                self.write(&e)
-            }
+            Ok(e) => self.write_event(e, l),
             Err(err) => self.write(&Event::Log(Log {
                 t: start.elapsed().as_secs_f64(),
                 stream: "tpuport".into(),
@@ -366,6 +360,28 @@ impl EventSink {
                 extra: Map::new(),
             })),
         }
+    }
+
+    /// A schema event from the agent: recorded, and shown as a step line where wanted.
+    fn write_event(&mut self, e: Event, l: &Launch) -> Result<()> {
+        if l.step_lines
+            && let Event::Step(s) = &e
+        {
+            eprintln!("{}", step_line(s, &self.summary));
+        }
+        if let Event::Compile(c) = &e
+            && c.status == "limit_hit"
+            && l.step_lines
+        {
+            eprintln!(
+                "tpuport: recompile limit hit in {} ({}:{}): it now runs eagerly; last reason: {}",
+                c.function,
+                c.file,
+                c.line,
+                c.reason.as_deref().unwrap_or("?")
+            );
+        }
+        self.write(&e)
     }
 
     fn maybe_flush(&mut self) -> Result<()> {
@@ -420,11 +436,16 @@ fn spawn_readers(
         let reader = BufReader::new(File::from(events));
         for line in reader.split(b'\n') {
             let Ok(line) = line else { break };
-            let text = String::from_utf8_lossy(&line);
-            let v = serde_json::from_str::<Value>(&text).unwrap_or_else(|_| {
-                json!({"type": "log", "t": 0.0, "stream": "tpuport", "line": format!("malformed agent event: {text}")})
-            });
-            if ev_tx.send(Msg::Event(v)).is_err() {
+            let msg = match serde_json::from_slice::<Event>(&line) {
+                Ok(e) => Msg::Typed(e),
+                Err(_) => {
+                    let text = String::from_utf8_lossy(&line);
+                    Msg::Event(serde_json::from_str::<Value>(&text).unwrap_or_else(|_| {
+                        json!({"type": "log", "t": 0.0, "stream": "tpuport", "line": format!("malformed agent event: {text}")})
+                    }))
+                }
+            };
+            if ev_tx.send(msg).is_err() {
                 break;
             }
         }
