@@ -354,18 +354,17 @@ impl<'a> Checker<'a> {
         if let Expr::Attribute(a) = call.func.as_ref()
             && !self.sem.root_is_import(&a.value)
             && let Some(ids) = self.index.methods.get(a.attr.as_str())
+            && let Some(i) = self.first_for_receiver(ids, &a.value)
         {
-            if let Some(i) = self.first_for_receiver(ids, &a.value) {
-                self.emit(Match {
-                    rule: i,
-                    range: call.range(),
-                    qualified: None,
-                    call: Some(call),
-                    receiver: Some(&a.value),
-                    reference: None,
-                    keyword: None,
-                });
-            }
+            self.emit(Match {
+                rule: i,
+                range: call.range(),
+                qualified: None,
+                call: Some(call),
+                receiver: Some(&a.value),
+                reference: None,
+                keyword: None,
+            });
         }
         for kw in &call.arguments.keywords {
             let Some(name) = &kw.arg else { continue };

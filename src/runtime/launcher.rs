@@ -48,7 +48,7 @@ pub struct Launch {
 
 enum Msg {
     /// A schema event from the agent (parsed once, in the reader thread).
-    Typed(Event),
+    Typed(Box<Event>),
     /// Anything else from the agent: its hello, exit status, exception, or a malformed line.
     Event(Value),
     Output {
@@ -171,7 +171,7 @@ pub fn launch(l: Launch) -> Result<i32> {
             },
             Ok(Msg::Typed(e)) => {
                 if started {
-                    sink.write_event(e, &l)?;
+                    sink.write_event(*e, &l)?;
                 } else {
                     pending.push(serde_json::to_value(&e)?);
                 }
@@ -437,7 +437,7 @@ fn spawn_readers(
         for line in reader.split(b'\n') {
             let Ok(line) = line else { break };
             let msg = match serde_json::from_slice::<Event>(&line) {
-                Ok(e) => Msg::Typed(e),
+                Ok(e) => Msg::Typed(Box::new(e)),
                 Err(_) => {
                     let text = String::from_utf8_lossy(&line);
                     Msg::Event(serde_json::from_str::<Value>(&text).unwrap_or_else(|_| {
