@@ -8,7 +8,7 @@ use ruff_text_size::{Ranged, TextRange, TextSize};
 
 use super::checker::delete_statement;
 use super::edit::{Edit, apply_edits};
-use super::parse::parse;
+use super::parse::{child_bodies, parse};
 use super::semantic::{BindingKind, Semantic};
 
 /// Add `import <root>` for each root not already imported at module level, after the leading
@@ -166,30 +166,6 @@ fn collect_removals(text: &str, body: &[Stmt], unused: &HashSet<TextRange>, out:
         for child in child_bodies(stmt) {
             collect_removals(text, child, unused, out);
         }
-    }
-}
-
-fn child_bodies(stmt: &Stmt) -> Vec<&[Stmt]> {
-    match stmt {
-        Stmt::FunctionDef(f) => vec![&f.body],
-        Stmt::ClassDef(c) => vec![&c.body],
-        Stmt::For(f) => vec![&f.body, &f.orelse],
-        Stmt::While(w) => vec![&w.body, &w.orelse],
-        Stmt::If(i) => {
-            let mut v: Vec<&[Stmt]> = vec![&i.body];
-            v.extend(i.elif_else_clauses.iter().map(|c| c.body.as_slice()));
-            v
-        }
-        Stmt::With(w) => vec![&w.body],
-        Stmt::Try(t) => {
-            let mut v: Vec<&[Stmt]> = vec![&t.body, &t.orelse, &t.finalbody];
-            for h in &t.handlers {
-                let ruff_python_ast::ExceptHandler::ExceptHandler(h) = h;
-                v.push(&h.body);
-            }
-            v
-        }
-        _ => vec![],
     }
 }
 

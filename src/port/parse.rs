@@ -131,7 +131,8 @@ fn broken_region(body: &[Stmt], error: TextRange, source: &str) -> TextRange {
     whole_lines(r, source)
 }
 
-fn child_bodies(stmt: &Stmt) -> Vec<&[Stmt]> {
+/// The statement lists directly inside a compound statement.
+pub fn child_bodies(stmt: &Stmt) -> Vec<&[Stmt]> {
     match stmt {
         Stmt::FunctionDef(f) => vec![&f.body],
         Stmt::ClassDef(c) => vec![&c.body],

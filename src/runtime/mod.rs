@@ -196,10 +196,7 @@ pub fn deploy_agent() -> Result<PathBuf> {
         p.hash(&mut h);
         c.hash(&mut h);
     }
-    let root = std::env::var_os("TPUPORT_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/tpuport")))
-        .unwrap_or_else(std::env::temp_dir);
+    let root = python::cache_root().unwrap_or_else(std::env::temp_dir);
     let dir = root.join(format!("agent-{:016x}", h.finish()));
     if dir.join(".complete").exists() {
         return Ok(dir);

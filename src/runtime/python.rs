@@ -46,12 +46,17 @@ impl Runtime {
     }
 }
 
+/// tpuport's cache folder: `$TPUPORT_CACHE`, else `~/.cache/tpuport` (shared with
+/// `scripts/bootstrap`).
+pub fn cache_root() -> Option<PathBuf> {
+    std::env::var_os("TPUPORT_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/tpuport")))
+}
+
 /// The project's venv, as recorded by `scripts/bootstrap`.
 pub fn project_venv() -> Option<PathBuf> {
-    let root = std::env::var_os("TPUPORT_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/tpuport")))?;
-    let p = std::fs::read_to_string(root.join("default-venv")).ok()?;
+    let p = std::fs::read_to_string(cache_root()?.join("default-venv")).ok()?;
     let p = PathBuf::from(p.trim());
     p.join("bin/python").exists().then_some(p)
 }
