@@ -62,6 +62,10 @@ class Agent:
         self.last_memory = 0.0
         self.torch = None
         self._in_sync = False
+        self.compiles_pending = False
+        self.target_tpu = config.get("target") == "tpu"
+        self.step_buffer = []
+        self.last_send = 0.0
 
     # ---- steps -------------------------------------------------------------------------------
 
@@ -101,17 +105,32 @@ class Agent:
         start = self.last_step_end if self.last_step_end is not None else self.script_start
         self.step += 1
         fields = {"step": self.step, "dt": round(now - start, 6), "source": source,
-                  "samples": None, "tokens": None}
-        fields.update(self.pending)
-        self.pending = {}
-        cache = self.tpu_cache_stats()
-        if cache is not None:
-            fields["tpu_cache"] = cache
-        self.poll_compiles()
-        self.em.emit("step", **fields)
-        self.flush_syncs(self.step)
-        self.maybe_memory(force=False)
+                  "samples": None, "tokens": None, "t": round(self.em.now(), 6)}
+        if self.pending:
+            fields.update(self.pending)
+            self.pending = {}
+        if self.target_tpu:
+            cache = self.tpu_cache_stats()
+            if cache is not None:
+                fields["tpu_cache"] = cache
+        self.step_buffer.append(fields)
+        if self.sync_counts:
+            self.flush_syncs(self.step)
+        # Steps are sent in small batches (at most ~10 a second, and right away while there are
+        # few): writing each one costs the script's hot loop more than recording it.
+        if now - self.last_send >= 0.1 or self.step <= 3:
+            self.send_buffered()
+            self.maybe_memory(force=False)
         self.last_step_end = time.perf_counter()
+
+    def send_buffered(self):
+        for fields in self.step_buffer:
+            self.em.emit("step", **fields)
+        self.step_buffer = []
+        self.last_send = time.perf_counter()
+        if self.compiles_pending:
+            self.compiles_pending = False
+            self.poll_compiles()
 
     # ---- host syncs --------------------------------------------------------------------------
 
@@ -124,15 +143,19 @@ class Agent:
 
         def wrap(kind, original):
             def counted(self, *args, **kwargs):
-                if compiling() or agent._in_sync:
+                if agent._in_sync or compiling():
                     return original(self, *args, **kwargs)
                 f = getframe(1)
-                while f is not None and f.f_code.co_filename.startswith(agent_dir):
+                name = f.f_code.co_filename
+                while name.startswith(agent_dir):
                     f = f.f_back  # the sim's function mode sits between torch and the call
-                if f is not None and f.f_code.co_filename.startswith(torch_dir):
+                    if f is None:
+                        return original(self, *args, **kwargs)
+                    name = f.f_code.co_filename
+                if name.startswith(torch_dir):
                     # torch's own .item() on CPU tensors (optimizer step counters, ...) is no
                     # device sync; on a real device every sync counts.
-                    if self.device.type == "cpu":
+                    if self.is_cpu:
                         return original(self, *args, **kwargs)
                     depth = 0
                     while f is not None and depth < 8 and f.f_code.co_filename.startswith(torch_dir):
@@ -164,6 +187,7 @@ class Agent:
         if not self.sync_counts:
             return
         sites = sorted(self.sync_sites.items(), key=lambda kv: -kv[1])[:5]
+        self.send_buffered()
         self.em.emit("sync", step=step, counts=self.sync_counts, sites=[[s, n] for s, n in sites])
         self.sync_counts = {}
         self.sync_sites = {}
@@ -233,6 +257,10 @@ class Agent:
         logging.getLogger("torch._dynamo.convert_frame").addHandler(LimitHandler(level=logging.WARNING))
 
     def on_compile_end(self, args):
+        # Dynamo records a compile's metrics as the compile finishes; read them now and again
+        # when steps are next sent (in case the record lands after this callback).
+        self.compiles_pending = True
+        self.guarded(self.send_buffered)
         self.guarded(self.poll_compiles)
 
     def poll_compiles(self):
@@ -389,6 +417,7 @@ class Agent:
             self.em.emit("exception", exception={"type": type(e).__name__, "message": str(e), "traceback": tb})
         finally:
             try:
+                self.send_buffered()
                 self.poll_compiles()
                 self.flush_syncs(self.step + 1 if self.sync_counts else self.step)
                 self.maybe_memory(force=True)
