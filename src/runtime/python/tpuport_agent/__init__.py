@@ -58,10 +58,10 @@ class Agent:
         self.sync_counts = {}
         self.sync_sites = {}
         self.seen_compiles = set()
-        self.reset_generation = 0
         self.last_memory = 0.0
         self.torch = None
         self._in_sync = False
+        self._hook_failed = False
         self.compiles_pending = False
         self.target_tpu = config.get("target") == "tpu"
         self.step_buffer = []
@@ -78,7 +78,7 @@ class Agent:
         try:
             fn(*args)
         except Exception as e:
-            if not getattr(self, "_hook_failed", False):
+            if not self._hook_failed:
                 self._hook_failed = True
                 self.em.emit("log", stream="tpuport", line="tpuport agent hook failed (observations may be incomplete): %r" % (e,))
             if os.environ.get("TPUPORT_AGENT_DEBUG"):
@@ -226,7 +226,6 @@ class Agent:
         def reset(*args, **kwargs):
             agent.poll_compiles()
             result = original_reset(*args, **kwargs)
-            agent.reset_generation += 1
             register()
             return result
 
