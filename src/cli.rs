@@ -35,6 +35,12 @@ enum Command {
     /// an events file (JSON lines) and summed up at the end. Exit code: the script's own; 1 for
     /// an exception; 128+N when killed by signal N; 124 on --timeout; 2 if tpuport cannot start it.
     Run(RunArgs),
+    /// Show the live dashboard for an events file (or a folder of per-rank files) written by a
+    /// job started elsewhere, following it as it grows.
+    Top(TopArgs),
+    /// Render charts (SVG and PNG) and a Markdown summary from one events file, or two to
+    /// compare (A/B, e.g. strict vs defer-fuse).
+    Report(ReportArgs),
     /// (internal) The embedded-Python worker started by `tpuport run`.
     #[command(name = "__worker", hide = true)]
     Worker,
@@ -86,6 +92,22 @@ struct RunArgs {
     /// Run the agent as `python -m tpuport_agent` even where CPython could be embedded.
     #[arg(long)]
     subprocess: bool,
+}
+
+#[derive(Args)]
+struct TopArgs {
+    /// An events file (`tpuport run --events`), or a folder of them (one per rank).
+    path: PathBuf,
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// The events file, and optionally a second one to compare with it (B/A ratios).
+    #[arg(required = true, num_args = 1..=2, value_name = "RUN.jsonl")]
+    runs: Vec<PathBuf>,
+    /// Folder for the report (created if missing; files in it are replaced atomically).
+    #[arg(short, long, value_name = "DIR")]
+    output: PathBuf,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -191,6 +213,8 @@ pub fn run() -> Result<u8> {
         Command::Migrate(a) => migrate(a),
         Command::Rule(a) => rule(a),
         Command::Run(a) => run_script(a),
+        Command::Top(a) => Ok(tpuport::ui::top::run(&a.path)?.clamp(0, 255) as u8),
+        Command::Report(a) => report(a),
         Command::Worker => {
             let code = tpuport::runtime::worker::main()?;
             Ok(code.clamp(0, 255) as u8)
@@ -246,6 +270,17 @@ fn run_script(a: RunArgs) -> Result<u8> {
         subprocess: a.subprocess,
     })?;
     Ok(code.clamp(0, 255) as u8)
+}
+
+fn report(a: ReportArgs) -> Result<u8> {
+    let (files, notes) = tpuport::profile::report::write_report(&a.runs, &a.output)?;
+    for n in notes {
+        eprintln!("tpuport report: warning: {n}");
+    }
+    for f in files {
+        println!("{}", f.display());
+    }
+    Ok(0)
 }
 
 fn migrate(a: MigrateArgs) -> Result<u8> {

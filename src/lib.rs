@@ -7,3 +7,4 @@
 pub mod port;
 pub mod profile;
 pub mod runtime;
+pub mod ui;

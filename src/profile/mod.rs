@@ -1,4 +1,9 @@
-//! The event model of a run (serde, JSON lines) and its aggregation into summaries.
+//! The event model of a run (serde, JSON lines), its aggregation into summaries and series,
+//! reading events files (whole or followed live), and reports with charts.
 
+pub mod aggregate;
+pub mod charts;
 pub mod event;
+pub mod follow;
+pub mod report;
 pub mod summary;

@@ -5,6 +5,8 @@
 //! script's output, writes every event to the events file (one JSON object per line, always
 //! ending with `run_end`), prints a line per step when there is no dashboard, forwards Ctrl-C
 //! (a second Ctrl-C kills), enforces `--timeout`, and maps how the child ended to an exit code.
+//! With a dashboard ([`crate::ui::live`]) the same events and output lines drive it instead of
+//! the step lines, and the script's output goes only to the dashboard's output pane.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -23,6 +25,8 @@ use serde_json::{Map, Value, json};
 
 use crate::profile::event::{self, Event, ExceptionInfo, Log, RunEnd, RunStart};
 use crate::profile::summary::{Summary, bytes};
+use crate::ui::app::Action;
+use crate::ui::live::Dashboard;
 
 /// Exit codes of `tpuport run` beyond the script's own.
 pub const EXIT_TIMEOUT: i32 = 124;
@@ -42,6 +46,9 @@ pub struct Launch {
     pub timeout: Option<Duration>,
     /// Print a line per step (no dashboard).
     pub step_lines: bool,
+    /// Show the dashboard (stdout is a terminal and no --no-tui); falls back to step lines if
+    /// the terminal cannot be taken over.
+    pub tui: bool,
     /// Notes to record (and print once).
     pub notes: Vec<String>,
 }
@@ -72,15 +79,28 @@ pub fn launch(l: Launch) -> Result<i32> {
             l.events_path.display()
         )
     })?;
+    let dash = if l.tui {
+        match Dashboard::start(false) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                eprintln!("tpuport: note: {e:#}; showing one line per step instead");
+                None
+            }
+        }
+    } else {
+        None
+    };
     let mut sink = EventSink {
         out: BufWriter::new(file),
         summary: Summary::default(),
         last_flush: Instant::now(),
+        step_lines: l.step_lines || (l.tui && dash.is_none()),
+        dash,
     };
 
     let mut run_start = l.run_start.clone();
     for n in &l.notes {
-        eprintln!("tpuport: note: {n}");
+        sink.say(&format!("tpuport: note: {n}"));
     }
 
     // Ctrl-C belongs to us from here on (the child runs in its own process group).
@@ -90,8 +110,14 @@ pub fn launch(l: Launch) -> Result<i32> {
     // Pipe for events: the child gets the write end as fd 3.
     let (events_r, events_w) = pipe()?;
     let mut cmd = Command::new(&l.program);
+    // With a dashboard the terminal's keys are the dashboard's.
+    let stdin = if sink.dash.is_some() {
+        Stdio::null()
+    } else {
+        Stdio::inherit()
+    };
     cmd.args(&l.args)
-        .stdin(Stdio::inherit())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
@@ -134,7 +160,7 @@ pub fn launch(l: Launch) -> Result<i32> {
     run_start.pid = child.id();
 
     let (tx, rx) = mpsc::channel::<Msg>();
-    let readers = spawn_readers(&mut child, events_r, tx);
+    let readers = spawn_readers(&mut child, events_r, tx, sink.dash.is_none());
 
     // Hold run_start until the agent says hello (python/torch versions), briefly.
     let mut started = false;
@@ -146,6 +172,9 @@ pub fn launch(l: Launch) -> Result<i32> {
     let mut timed_out = false;
     let mut kill_at: Option<Instant> = None;
     let mut exited: Option<std::process::ExitStatus> = None;
+    // Interrupts asked for from the dashboard (q then y, or Ctrl-C as a key in raw mode); any
+    // beyond these came as signals.
+    let mut ui_interrupts = 0usize;
 
     loop {
         match rx.recv_timeout(Duration::from_millis(50)) {
@@ -190,12 +219,20 @@ pub fn launch(l: Launch) -> Result<i32> {
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => open_streams = 0,
         }
+        if let Some(d) = sink.dash.as_mut() {
+            for a in d.tick()? {
+                if a == Action::Interrupt && exited.is_none() {
+                    ui_interrupts += 1;
+                    interrupts.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
         // Ctrl-C: forward once as SIGINT (KeyboardInterrupt in the script); again = kill.
         let n = interrupts.load(Ordering::SeqCst);
         if n > sent_interrupts && exited.is_none() {
             sent_interrupts = n;
             if n == 1 {
-                eprintln!("\ntpuport: interrupting the script (Ctrl-C again to kill it)");
+                sink.say("tpuport: interrupting the script (Ctrl-C again to kill it)");
                 signal_group(pgid, libc::SIGINT);
             } else {
                 signal_group(pgid, libc::SIGKILL);
@@ -207,10 +244,10 @@ pub fn launch(l: Launch) -> Result<i32> {
             && start.elapsed() > limit
         {
             timed_out = true;
-            eprintln!(
-                "\ntpuport: --timeout {:.0}s reached: interrupting the script",
+            sink.say(&format!(
+                "tpuport: --timeout {:.0}s reached: interrupting the script",
                 limit.as_secs_f64()
-            );
+            ));
             signal_group(pgid, libc::SIGINT);
             kill_at = Some(Instant::now() + Duration::from_secs(5));
         }
@@ -266,6 +303,11 @@ pub fn launch(l: Launch) -> Result<i32> {
     }
     sink.write(&end)?;
     sink.flush()?;
+    if let Some(mut d) = sink.dash.take() {
+        // The summary screen stays until the user leaves (or a signal comes); dropping the
+        // dashboard gives the terminal back before the summary is printed below.
+        d.wait_until_leave(|| interrupts.load(Ordering::SeqCst) > ui_interrupts)?;
+    }
     eprintln!();
     eprintln!("{}", describe_end(&run_start, code, status_name, signal));
     eprint!("{}", sink.summary.render());
@@ -340,11 +382,24 @@ struct EventSink {
     out: BufWriter<File>,
     summary: Summary,
     last_flush: Instant,
+    step_lines: bool,
+    dash: Option<Dashboard>,
 }
 
 impl EventSink {
+    /// A message of tpuport's own: on stderr, or in the dashboard's output pane.
+    fn say(&mut self, msg: &str) {
+        match self.dash.as_mut() {
+            Some(d) => d.note(msg),
+            None => eprintln!("\n{msg}"),
+        }
+    }
+
     fn write(&mut self, e: &Event) -> Result<()> {
         self.summary.add(e);
+        if let Some(d) = self.dash.as_mut() {
+            d.event(e);
+        }
         writeln!(self.out, "{}", e.to_line())?;
         self.maybe_flush()
     }
@@ -363,15 +418,15 @@ impl EventSink {
     }
 
     /// A schema event from the agent: recorded, and shown as a step line where wanted.
-    fn write_event(&mut self, e: Event, l: &Launch) -> Result<()> {
-        if l.step_lines
+    fn write_event(&mut self, e: Event, _l: &Launch) -> Result<()> {
+        if self.step_lines
             && let Event::Step(s) = &e
         {
             eprintln!("{}", step_line(s, &self.summary));
         }
         if let Event::Compile(c) = &e
             && c.status == "limit_hit"
-            && l.step_lines
+            && self.step_lines
         {
             eprintln!(
                 "tpuport: recompile limit hit in {} ({}:{}): it now runs eagerly; last reason: {}",
@@ -429,6 +484,7 @@ fn spawn_readers(
     child: &mut Child,
     events: OwnedFd,
     tx: Sender<Msg>,
+    passthrough: bool,
 ) -> Vec<std::thread::JoinHandle<()>> {
     let mut handles = vec![];
     let ev_tx = tx.clone();
@@ -452,19 +508,21 @@ fn spawn_readers(
         let _ = ev_tx.send(Msg::EventsClosed);
     }));
     if let Some(out) = child.stdout.take() {
-        handles.push(forward(out, "stdout", tx.clone()));
+        handles.push(forward(out, "stdout", tx.clone(), passthrough));
     }
     if let Some(err) = child.stderr.take() {
-        handles.push(forward(err, "stderr", tx));
+        handles.push(forward(err, "stderr", tx, passthrough));
     }
     handles
 }
 
-/// Copy the script's output to ours as it comes, and send each line as a log event.
+/// Copy the script's output to ours as it comes (unless a dashboard shows it), and send each
+/// line as a log event.
 fn forward(
     mut src: impl Read + Send + 'static,
     stream: &'static str,
     tx: Sender<Msg>,
+    passthrough: bool,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut buf = [0u8; 8192];
@@ -475,7 +533,9 @@ fn forward(
                 Ok(n) => n,
             };
             let chunk = &buf[..n];
-            let _ = if stream == "stdout" {
+            let _ = if !passthrough {
+                Ok(())
+            } else if stream == "stdout" {
                 let mut o = std::io::stdout().lock();
                 o.write_all(chunk).and_then(|_| o.flush())
             } else {
@@ -525,7 +585,7 @@ fn signal_group(pgid: i32, sig: i32) {
     }
 }
 
-/// `runs/20261202-173000-train.jsonl`.
+/// `runs/20261202-173000-train-4242.jsonl` (`-rank1` before the pid under torchrun).
 pub fn default_events_path(script: &Path) -> PathBuf {
     let stem = script
         .file_stem()
@@ -535,8 +595,14 @@ pub fn default_events_path(script: &Path) -> PathBuf {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
+    // Under torchrun every rank runs its own tpuport: the rank in the name keeps them apart.
+    let rank = std::env::var("RANK")
+        .ok()
+        .filter(|r| r.chars().all(|c| c.is_ascii_digit()) && !r.is_empty())
+        .map(|r| format!("-rank{r}"))
+        .unwrap_or_default();
     PathBuf::from("runs").join(format!(
-        "{}-{stem}-{}.jsonl",
+        "{}-{stem}{rank}-{}.jsonl",
         utc_stamp(secs),
         std::process::id()
     ))

@@ -158,6 +158,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         .events
         .clone()
         .unwrap_or_else(|| launcher::default_events_path(&opts.script));
+    let tui = !opts.no_tui && std::io::IsTerminal::is_terminal(&std::io::stdout());
     launcher::launch(launcher::Launch {
         program,
         args,
@@ -165,9 +166,9 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         events_path,
         run_start,
         timeout: opts.timeout,
-        // The live dashboard is not part of this build yet: with or without --no-tui (or a
-        // terminal), the parent prints one line per step.
-        step_lines: true,
+        // The dashboard when stdout is a terminal, else (or with --no-tui) a line per step.
+        step_lines: !tui,
+        tui,
         notes,
     })
 }

@@ -1,0 +1,253 @@
+//! Charts for reports, drawn with plotters into SVG and PNG: step time, device memory (HBM)
+//! against the chip's capacity, and compiles over time, with two runs overlaid for an A/B.
+//! Text uses the DejaVu Sans font shipped in `assets/` (no system font needed).
+
+use std::sync::Once;
+
+use anyhow::{Result, anyhow};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::aggregate::Aggregator;
+
+pub const WIDTH: u32 = 1000;
+pub const HEIGHT: u32 = 480;
+/// Points drawn per series at most (a long run is reduced to each bucket's mean).
+pub const MAX_POINTS: usize = 2000;
+
+static FONT: Once = Once::new();
+
+fn register_font() {
+    FONT.call_once(|| {
+        plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            include_bytes!("../../assets/DejaVuSans.ttf"),
+        )
+        .unwrap_or_else(|_| panic!("assets/DejaVuSans.ttf is a valid font"));
+    });
+}
+
+pub struct Series {
+    pub label: String,
+    pub color: RGBColor,
+    pub points: Vec<(f64, f64)>,
+    /// A reference line (capacity): drawn thinner and dashed.
+    pub reference: bool,
+}
+
+pub struct ChartSpec {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub series: Vec<Series>,
+}
+
+/// Run colours: A blue, B orange.
+pub const COLORS: [RGBColor; 2] = [RGBColor(31, 119, 180), RGBColor(255, 127, 14)];
+
+/// Reduce to at most `n` points: the mean of each bucket (x: the bucket's first x).
+pub fn reduce(points: &[(f64, f64)], n: usize) -> Vec<(f64, f64)> {
+    if points.len() <= n || n == 0 {
+        return points.to_vec();
+    }
+    (0..n)
+        .map(|b| {
+            let (lo, hi) = (b * points.len() / n, (b + 1) * points.len() / n);
+            let s = &points[lo..hi.max(lo + 1)];
+            let mean = s.iter().map(|p| p.1).sum::<f64>() / s.len() as f64;
+            (s[0].0, mean)
+        })
+        .collect()
+}
+
+/// Step time (ms) by step number, one series per run.
+pub fn step_time(runs: &[(&str, &Aggregator)]) -> ChartSpec {
+    let series = runs
+        .iter()
+        .enumerate()
+        .map(|(i, (label, a))| {
+            let pts: Vec<(f64, f64)> = a
+                .summary
+                .step_times
+                .iter()
+                .enumerate()
+                .map(|(k, dt)| ((k + 1) as f64, dt * 1e3))
+                .collect();
+            Series {
+                label: label.to_string(),
+                color: COLORS[i % 2],
+                points: reduce(&pts, MAX_POINTS),
+                reference: false,
+            }
+        })
+        .collect();
+    ChartSpec {
+        title: "Step time".into(),
+        x_label: "step".into(),
+        y_label: "ms".into(),
+        series,
+    }
+}
+
+/// Device memory (GiB) over time with each run's capacity; RSS where no device memory exists.
+pub fn memory(runs: &[(&str, &Aggregator)]) -> ChartSpec {
+    let gib = (1u64 << 30) as f64;
+    let mut series = vec![];
+    let mut what = "device memory";
+    for (i, (label, a)) in runs.iter().enumerate() {
+        let mut pts: Vec<(f64, f64)> = a
+            .memory
+            .iter()
+            .filter_map(|m| m.device.map(|d| (m.t, d as f64 / gib)))
+            .collect();
+        let device = !pts.is_empty();
+        if !device {
+            what = "device memory (process RSS where none)";
+            pts = a
+                .memory
+                .iter()
+                .filter_map(|m| m.rss.map(|d| (m.t, d as f64 / gib)))
+                .collect();
+        }
+        let end = a.last_t.max(pts.last().map(|p| p.0).unwrap_or(0.0));
+        series.push(Series {
+            label: format!("{label}{}", if device { "" } else { " (RSS)" }),
+            color: COLORS[i % 2],
+            points: reduce(&pts, MAX_POINTS),
+            reference: false,
+        });
+        if let Some(c) = a.capacity().filter(|_| device) {
+            series.push(Series {
+                label: format!("{label} capacity"),
+                color: COLORS[i % 2],
+                points: vec![(0.0, c as f64 / gib), (end, c as f64 / gib)],
+                reference: true,
+            });
+        }
+    }
+    ChartSpec {
+        title: format!("HBM: {what}"),
+        x_label: "seconds".into(),
+        y_label: "GiB".into(),
+        series,
+    }
+}
+
+/// Cumulative forward compiles over time.
+pub fn compiles(runs: &[(&str, &Aggregator)]) -> ChartSpec {
+    let series = runs
+        .iter()
+        .enumerate()
+        .map(|(i, (label, a))| {
+            let mut pts = vec![(0.0, 0.0)];
+            pts.extend(a.compiles.iter().map(|c| (c.t, c.total as f64)));
+            pts.push((a.last_t, a.summary.compiles as f64));
+            Series {
+                label: label.to_string(),
+                color: COLORS[i % 2],
+                points: reduce(&pts, MAX_POINTS),
+                reference: false,
+            }
+        })
+        .collect();
+    ChartSpec {
+        title: "Compiles over time".into(),
+        x_label: "seconds".into(),
+        y_label: "compiles".into(),
+        series,
+    }
+}
+
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, spec: &ChartSpec) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("drawing {}: {e}", spec.title);
+    root.fill(&WHITE).map_err(err)?;
+    let all = spec.series.iter().flat_map(|s| s.points.iter());
+    let (mut x1, mut y1) = (0.0f64, 0.0f64);
+    for &(x, y) in all {
+        if x.is_finite() {
+            x1 = x1.max(x);
+        }
+        if y.is_finite() {
+            y1 = y1.max(y);
+        }
+    }
+    let x1 = if x1 > 0.0 { x1 } else { 1.0 };
+    let y1 = if y1 > 0.0 { y1 * 1.08 } else { 1.0 };
+    let mut chart = ChartBuilder::on(&root)
+        .caption(&spec.title, ("sans-serif", 24))
+        .margin(14)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x1, 0.0..y1)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc(&spec.x_label)
+        .y_desc(&spec.y_label)
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(err)?;
+    for s in &spec.series {
+        let color = s.color;
+        let style = if s.reference {
+            color.stroke_width(1)
+        } else {
+            color.stroke_width(2)
+        };
+        let anno = if s.reference {
+            chart
+                .draw_series(DashedLineSeries::new(s.points.iter().copied(), 8, 6, style))
+                .map_err(err)?
+        } else {
+            chart
+                .draw_series(LineSeries::new(s.points.iter().copied(), style))
+                .map_err(err)?
+        };
+        anno.label(s.label.clone()).legend(move |(x, y)| {
+            PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+        });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// The chart as an SVG document.
+pub fn svg(spec: &ChartSpec) -> Result<String> {
+    register_font();
+    let mut out = String::new();
+    draw(
+        SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area(),
+        spec,
+    )?;
+    Ok(out)
+}
+
+/// The chart as a PNG file's bytes.
+pub fn png(spec: &ChartSpec) -> Result<Vec<u8>> {
+    register_font();
+    let mut rgb = vec![0u8; (WIDTH * HEIGHT * 3) as usize];
+    draw(
+        BitMapBackend::with_buffer(&mut rgb, (WIDTH, HEIGHT)).into_drawing_area(),
+        spec,
+    )?;
+    let mut out = vec![];
+    let mut enc = png::Encoder::new(&mut out, WIDTH, HEIGHT);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    let mut w = enc.write_header()?;
+    w.write_image_data(&rgb)?;
+    w.finish()?;
+    Ok(out)
+}

@@ -1,0 +1,255 @@
+//! Reading events files: all at once ([`load`], for reports) or following one as it grows
+//! ([`Follower`], for `tpuport top`). Both count and skip malformed lines; the follower also
+//! copes with a partial last line (kept until its newline arrives), truncation (the file was
+//! rewritten: start again from the top with fresh numbers) and rotation (the path now names
+//! another file: finish the old one, then follow the new one).
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use rayon::prelude::*;
+
+use super::aggregate::Aggregator;
+use super::event::Event;
+
+/// Lines parsed in parallel per batch when loading a whole file.
+const BATCH: usize = 16_384;
+
+/// Read a whole events file into an aggregator. Malformed lines are counted
+/// (`Aggregator::malformed`, with the first one's line number) and skipped.
+pub fn load(path: &Path) -> Result<Aggregator> {
+    let data = std::fs::read(path).with_context(|| {
+        format!(
+            "cannot read the events file {}: check the path (tpuport run writes runs/*.jsonl)",
+            path.display()
+        )
+    })?;
+    let mut agg = Aggregator::new();
+    let lines: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
+    for (b, chunk) in lines.chunks(BATCH).enumerate() {
+        let parsed: Vec<Option<Result<Event, String>>> =
+            chunk.par_iter().map(|l| parse_line(l)).collect();
+        for (i, p) in parsed.into_iter().enumerate() {
+            match p {
+                None => {}
+                Some(Ok(e)) => agg.add(&e),
+                Some(Err(err)) => agg.malformed_line((b * BATCH + i + 1) as u64, &err),
+            }
+        }
+    }
+    Ok(agg)
+}
+
+/// One line: `None` if blank, else the event or why it is not one.
+fn parse_line(line: &[u8]) -> Option<Result<Event, String>> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.iter().all(|b| b.is_ascii_whitespace()) {
+        return None;
+    }
+    Some(serde_json::from_slice::<Event>(line).map_err(|e| e.to_string()))
+}
+
+/// Follows one events file as it is written.
+pub struct Follower {
+    pub path: PathBuf,
+    file: Option<File>,
+    ino: u64,
+    offset: u64,
+    partial: Vec<u8>,
+    line_no: u64,
+}
+
+/// What a [`Follower::poll`] found.
+#[derive(Debug, Default, PartialEq)]
+pub struct Polled {
+    /// New complete lines were read.
+    pub changed: bool,
+    /// The file was truncated or rewritten: the aggregator was started afresh.
+    pub restarted: bool,
+    /// The path now names another file (rotation).
+    pub rotated: bool,
+}
+
+impl Follower {
+    pub fn new(path: &Path) -> Follower {
+        Follower {
+            path: path.to_path_buf(),
+            file: None,
+            ino: 0,
+            offset: 0,
+            partial: vec![],
+            line_no: 0,
+        }
+    }
+
+    /// Read what was appended since the last call into `agg`. A missing file is not an error
+    /// (the job may not have started yet); an unreadable one is.
+    pub fn poll(&mut self, agg: &mut Aggregator) -> Result<Polled> {
+        let mut out = Polled::default();
+        let meta = match std::fs::metadata(&self.path) {
+            Ok(m) => Some(m),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot read {}", self.path.display()));
+            }
+        };
+        if let (Some(m), Some(_)) = (&meta, &self.file)
+            && m.ino() != self.ino
+        {
+            // Rotated: drain the old file, then switch.
+            out.changed |= self.read_new(agg)?;
+            if !self.partial.is_empty() {
+                let rest = std::mem::take(&mut self.partial);
+                self.line(agg, &rest);
+            }
+            self.file = None;
+            out.rotated = true;
+            agg.note(&format!(
+                "{} was replaced (rotated): following the new file",
+                self.path.display()
+            ));
+        }
+        let Some(meta) = meta else { return Ok(out) };
+        if self.file.is_none() {
+            let f = File::open(&self.path)
+                .with_context(|| format!("cannot open {}", self.path.display()))?;
+            self.file = Some(f);
+            self.ino = meta.ino();
+            self.offset = 0;
+            self.partial.clear();
+            self.line_no = 0;
+        }
+        if meta.len() < self.offset {
+            *agg = Aggregator::new();
+            self.offset = 0;
+            self.partial.clear();
+            self.line_no = 0;
+            out.restarted = true;
+            agg.note(&format!(
+                "{} was truncated: reading it again from the start",
+                self.path.display()
+            ));
+        }
+        out.changed |= self.read_new(agg)?;
+        Ok(out)
+    }
+
+    fn read_new(&mut self, agg: &mut Aggregator) -> Result<bool> {
+        let Some(f) = self.file.as_mut() else {
+            return Ok(false);
+        };
+        f.seek(SeekFrom::Start(self.offset))?;
+        let mut buf = vec![];
+        f.take(64 << 20)
+            .read_to_end(&mut buf)
+            .with_context(|| format!("cannot read {}", self.path.display()))?;
+        if buf.is_empty() {
+            return Ok(false);
+        }
+        self.offset += buf.len() as u64;
+        let mut changed = false;
+        let mut rest: &[u8] = &buf;
+        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
+            let mut line = std::mem::take(&mut self.partial);
+            line.extend_from_slice(&rest[..i]);
+            self.line(agg, &line);
+            changed = true;
+            rest = &rest[i + 1..];
+        }
+        self.partial.extend_from_slice(rest);
+        Ok(changed)
+    }
+
+    fn line(&mut self, agg: &mut Aggregator, line: &[u8]) {
+        self.line_no += 1;
+        match parse_line(line) {
+            None => {}
+            Some(Ok(e)) => agg.add(&e),
+            Some(Err(err)) => agg.malformed_line(self.line_no, &err),
+        }
+    }
+}
+
+/// The events files to show for `tpuport top PATH`: the file itself, or a folder's `*.jsonl`
+/// files (one per rank), sorted by name.
+pub fn events_files(path: &Path) -> Result<Vec<PathBuf>> {
+    if path.is_dir() {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(path)
+            .with_context(|| format!("cannot list {}", path.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl") && p.is_file())
+            .collect();
+        v.sort();
+        Ok(v)
+    } else {
+        Ok(vec![path.to_path_buf()])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    const STEP: &str = r#"{"type":"step","t":1.0,"step":1,"dt":0.5,"source":"marker","samples":null,"tokens":null}"#;
+
+    fn step(n: u64) -> String {
+        STEP.replace("\"step\":1", &format!("\"step\":{n}"))
+    }
+
+    #[test]
+    fn partial_lines_truncation_rotation_malformed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.jsonl");
+        let mut f = File::create(&p).unwrap();
+        let mut agg = Aggregator::new();
+        let mut fo = Follower::new(&p);
+        // A line and half of the next.
+        let two = step(2);
+        write!(f, "{}\n{}", step(1), &two[..20]).unwrap();
+        f.flush().unwrap();
+        assert!(fo.poll(&mut agg).unwrap().changed);
+        assert_eq!(agg.summary.steps, 1);
+        write!(f, "{}\nnot json\n", &two[20..]).unwrap();
+        f.flush().unwrap();
+        fo.poll(&mut agg).unwrap();
+        assert_eq!(agg.summary.steps, 2);
+        assert_eq!(agg.malformed, 1);
+        assert_eq!(agg.first_malformed.as_ref().unwrap().0, 3);
+        // Truncated and rewritten: fresh numbers.
+        let mut f = File::create(&p).unwrap();
+        writeln!(f, "{}", step(1)).unwrap();
+        let r = fo.poll(&mut agg).unwrap();
+        assert!(r.restarted);
+        assert_eq!((agg.summary.steps, agg.malformed), (1, 0));
+        // Rotated: the old file's tail is read, then the new file.
+        writeln!(f, "{}", step(2)).unwrap();
+        std::fs::rename(&p, dir.path().join("r.jsonl.1")).unwrap();
+        let mut g = File::create(&p).unwrap();
+        writeln!(g, "{}", step(3)).unwrap();
+        let r = fo.poll(&mut agg).unwrap();
+        assert!(r.rotated);
+        assert_eq!(agg.summary.steps, 3);
+        assert_eq!(agg.summary.step_times.len(), 3);
+    }
+
+    #[test]
+    fn load_counts_bad_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.jsonl");
+        std::fs::write(
+            &p,
+            format!("{}\n{{\"type\":\"step\"}}\n\n{}", step(1), step(2)),
+        )
+        .unwrap();
+        let agg = load(&p).unwrap();
+        assert_eq!(agg.summary.steps, 2);
+        assert_eq!(agg.malformed, 1);
+        assert_eq!(agg.first_malformed.unwrap().0, 2);
+        let err = load(&dir.path().join("missing.jsonl")).unwrap_err();
+        assert!(format!("{err:#}").contains("missing.jsonl"));
+    }
+}

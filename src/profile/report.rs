@@ -1,0 +1,338 @@
+//! `tpuport report RUN.jsonl [OTHER.jsonl] -o DIR`: charts (SVG and PNG) and a Markdown summary
+//! of one run, or of two runs side by side with their ratios (an A/B such as strict vs
+//! defer-fuse). The numbers come from [`Summary`](super::summary::Summary) through the
+//! [`Aggregator`], as in the end-of-run summary and the dashboard. Every file is written to a
+//! temporary file in `DIR` first and then renamed, so none is ever half-written.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use super::aggregate::Aggregator;
+use super::charts;
+use super::follow;
+use super::summary::bytes;
+
+/// One run of the report.
+pub struct Run {
+    pub label: String,
+    pub path: PathBuf,
+    pub agg: Aggregator,
+}
+
+/// The key table's numbers for one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyNumbers {
+    pub steps: u64,
+    pub median: Option<f64>,
+    pub p90: Option<f64>,
+    pub compiles: u64,
+    pub recompiles: u64,
+    pub compile_seconds: f64,
+    pub peak: Option<(u64, &'static str)>,
+    pub capacity: Option<u64>,
+    pub syncs_per_step: Option<f64>,
+    pub top_reasons: Vec<(String, u64)>,
+}
+
+impl KeyNumbers {
+    pub fn of(a: &Aggregator) -> KeyNumbers {
+        let s = &a.summary;
+        KeyNumbers {
+            steps: s.steps,
+            median: s.median_step(),
+            p90: s.p90_step(),
+            compiles: s.compiles,
+            recompiles: s.recompiles,
+            compile_seconds: s.compile_seconds,
+            peak: a.peak_memory(),
+            capacity: a.capacity(),
+            syncs_per_step: s.syncs_per_step(),
+            top_reasons: a
+                .top_reasons(5)
+                .into_iter()
+                .map(|(r, n)| (r.to_string(), n))
+                .collect(),
+        }
+    }
+}
+
+/// Load the runs (one or two files) and name them: by mode when the modes differ, else by file.
+pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<Run>> {
+    if paths.is_empty() || paths.len() > 2 {
+        bail!("give one events file, or two to compare (A/B)");
+    }
+    let mut runs = vec![];
+    for p in paths {
+        let agg = follow::load(p)?;
+        if agg.run_start().is_none() && agg.summary.steps == 0 {
+            let why = match &agg.first_malformed {
+                Some((line, err)) => format!(
+                    "; {} malformed lines, the first at line {line}: {err}",
+                    agg.malformed
+                ),
+                None => String::new(),
+            };
+            bail!(
+                "{}: no events in this file{why}; pass a file written by `tpuport run --events`",
+                p.display()
+            );
+        }
+        runs.push(Run {
+            label: String::new(),
+            path: p.clone(),
+            agg,
+        });
+    }
+    let modes: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            r.agg
+                .run_start()
+                .map(|s| s.mode.clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    let by_mode = runs.len() == 2 && modes[0] != modes[1] && !modes.iter().any(|m| m.is_empty());
+    for (i, r) in runs.iter_mut().enumerate() {
+        let stem = r
+            .path
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_default();
+        let tag = if runs_len_two(paths) {
+            ["A: ", "B: "][i]
+        } else {
+            ""
+        };
+        r.label = if by_mode {
+            format!("{tag}{}", modes[i])
+        } else {
+            format!("{tag}{stem}")
+        };
+    }
+    Ok(runs)
+}
+
+fn runs_len_two(paths: &[PathBuf]) -> bool {
+    paths.len() == 2
+}
+
+pub fn ms(s: Option<f64>) -> String {
+    s.map(|s| format!("{:.3} ms", s * 1e3))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if a != 0.0 => format!("{:.3}", b / a),
+        _ => "-".into(),
+    }
+}
+
+fn peak_cell(k: &KeyNumbers) -> String {
+    match (k.peak, k.capacity) {
+        (Some((p, "device")), Some(c)) => format!(
+            "{} of {} ({:.1}%)",
+            bytes(p),
+            bytes(c),
+            p as f64 * 100.0 / c as f64
+        ),
+        (Some((p, what)), _) => format!("{} ({what})", bytes(p)),
+        (None, _) => "-".into(),
+    }
+}
+
+/// The Markdown summary: the key table (with B/A ratios for two runs), the top recompile
+/// reasons, and the charts.
+pub fn markdown(runs: &[Run], charts: &[(&str, &str)]) -> String {
+    let keys: Vec<KeyNumbers> = runs.iter().map(|r| KeyNumbers::of(&r.agg)).collect();
+    let two = runs.len() == 2;
+    let mut o = String::new();
+    let _ = writeln!(o, "# tpuport report\n");
+    for r in runs {
+        let rs = r.agg.run_start();
+        let _ = writeln!(
+            o,
+            "- **{}**: `{}`: script `{}`, target {}, chip {}, mode {}, precision {}{}",
+            r.label,
+            r.path.display(),
+            rs.map(|s| s.script.as_str()).unwrap_or("?"),
+            rs.map(|s| s.target.as_str()).unwrap_or("?"),
+            rs.and_then(|s| s.chip.as_deref()).unwrap_or("?"),
+            rs.map(|s| s.mode.as_str()).unwrap_or("?"),
+            rs.map(|s| s.precision.as_str()).unwrap_or("?"),
+            r.agg
+                .run_end()
+                .map(|e| format!(", ended {} (exit {})", e.status, e.exit_code))
+                .unwrap_or_else(|| ", no run_end (still running, or cut short)".into()),
+        );
+        if r.agg.malformed > 0 {
+            let (line, err) = r.agg.first_malformed.clone().unwrap_or_default();
+            let _ = writeln!(
+                o,
+                "  - {} malformed lines skipped (first at line {line}: {err})",
+                r.agg.malformed
+            );
+        }
+    }
+    let _ = writeln!(o);
+    let mut header = String::from("| |");
+    let mut rule = String::from("| --- |");
+    for r in runs {
+        let _ = write!(header, " {} |", r.label);
+        rule.push_str(" ---: |");
+    }
+    if two {
+        header.push_str(" B/A |");
+        rule.push_str(" ---: |");
+    }
+    let _ = writeln!(o, "{header}\n{rule}");
+    let mut row = |name: &str, cells: Vec<String>, r: Option<String>| {
+        let _ = write!(o, "| {name} |");
+        for c in cells {
+            let _ = write!(o, " {c} |");
+        }
+        if two {
+            let _ = write!(o, " {} |", r.unwrap_or_else(|| "-".into()));
+        }
+        let _ = writeln!(o);
+    };
+    let pair = |f: &dyn Fn(&KeyNumbers) -> Option<f64>| -> Option<String> {
+        two.then(|| ratio(f(&keys[0]), f(&keys[1])))
+    };
+    row(
+        "steps",
+        keys.iter().map(|k| k.steps.to_string()).collect(),
+        pair(&|k| Some(k.steps as f64)),
+    );
+    row(
+        "median step time",
+        keys.iter().map(|k| ms(k.median)).collect(),
+        pair(&|k| k.median),
+    );
+    row(
+        "p90 step time",
+        keys.iter().map(|k| ms(k.p90)).collect(),
+        pair(&|k| k.p90),
+    );
+    row(
+        "compiles (recompiles)",
+        keys.iter()
+            .map(|k| format!("{} ({})", k.compiles, k.recompiles))
+            .collect(),
+        pair(&|k| Some(k.compiles as f64)),
+    );
+    row(
+        "total compile time",
+        keys.iter()
+            .map(|k| format!("{:.3} s", k.compile_seconds))
+            .collect(),
+        pair(&|k| Some(k.compile_seconds)),
+    );
+    row(
+        "peak HBM vs capacity",
+        keys.iter().map(peak_cell).collect(),
+        pair(&|k| k.peak.map(|p| p.0 as f64)),
+    );
+    row(
+        "host syncs per step",
+        keys.iter()
+            .map(|k| {
+                k.syncs_per_step
+                    .map(|s| format!("{s:.2}"))
+                    .unwrap_or_else(|| "-".into())
+            })
+            .collect(),
+        pair(&|k| k.syncs_per_step),
+    );
+    let _ = writeln!(
+        o,
+        "\nStep times leave out the first step (start-up and first compiles) when there are more than two."
+    );
+    let _ = writeln!(o, "\n## Top recompile reasons\n");
+    for (r, k) in runs.iter().zip(&keys) {
+        let _ = writeln!(o, "**{}**\n", r.label);
+        if k.top_reasons.is_empty() {
+            let _ = writeln!(o, "- none\n");
+            continue;
+        }
+        for (reason, n) in &k.top_reasons {
+            let _ = writeln!(o, "- {n} × `{reason}`");
+        }
+        let _ = writeln!(o);
+    }
+    let _ = writeln!(o, "## Charts\n");
+    for (name, title) in charts {
+        let _ = writeln!(o, "![{title}]({name}.svg) ([PNG]({name}.png))\n");
+    }
+    o
+}
+
+/// Write `bytes` to `path` atomically (temporary file in the same folder, then rename).
+pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("cannot write into {}", dir.display()))?;
+    tmp.write_all(data)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    tmp.persist(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// Render the report into `out`; returns the files written and notes for the user (malformed
+/// lines skipped, with the first one's line number).
+pub fn write_report(paths: &[PathBuf], out: &Path) -> Result<(Vec<PathBuf>, Vec<String>)> {
+    let runs = load_runs(paths)?;
+    let notes: Vec<String> = runs
+        .iter()
+        .filter_map(|r| {
+            let (line, err) = r.agg.first_malformed.as_ref()?;
+            Some(format!(
+                "{}: {} malformed lines skipped (the first at line {line}: {err})",
+                r.path.display(),
+                r.agg.malformed
+            ))
+        })
+        .collect();
+    std::fs::create_dir_all(out).with_context(|| {
+        format!(
+            "cannot create the report folder {}: choose another with -o",
+            out.display()
+        )
+    })?;
+    let view: Vec<(&str, &Aggregator)> = runs.iter().map(|r| (r.label.as_str(), &r.agg)).collect();
+    let specs = [
+        ("step_time", charts::step_time(&view)),
+        ("hbm", charts::memory(&view)),
+        ("compiles", charts::compiles(&view)),
+    ];
+    let rendered: Vec<Result<(String, Vec<u8>)>> = {
+        use rayon::prelude::*;
+        specs
+            .par_iter()
+            .map(|(_, s)| Ok((charts::svg(s)?, charts::png(s)?)))
+            .collect()
+    };
+    let mut written = vec![];
+    for ((name, _), r) in specs.iter().zip(rendered) {
+        let (svg, png) = r?;
+        for (ext, data) in [("svg", svg.into_bytes()), ("png", png)] {
+            let p = out.join(format!("{name}.{ext}"));
+            write_atomic(&p, &data)?;
+            written.push(p);
+        }
+    }
+    let titles: Vec<(&str, &str)> = specs.iter().map(|(n, s)| (*n, s.title.as_str())).collect();
+    let md = markdown(&runs, &titles);
+    let p = out.join("summary.md");
+    write_atomic(&p, md.as_bytes())?;
+    written.push(p);
+    Ok((written, notes))
+}

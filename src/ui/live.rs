@@ -1,0 +1,142 @@
+//! The dashboard driven by someone else's loop: `tpuport run` feeds it events as they are
+//! recorded and calls [`Dashboard::tick`] often; it reads keys without waiting and redraws at
+//! most at the chosen rate (never more than 10 times a second), and only when something changed.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use crossterm::event::{self, Event as TermEvent};
+
+use super::app::{Action, App};
+use super::terminal::TerminalGuard;
+use super::widgets::{self, Context};
+use crate::profile::aggregate::Aggregator;
+use crate::profile::event::Event;
+
+/// Never redraw more often than this, whatever the rate.
+const MIN_FRAME: Duration = Duration::from_millis(100);
+
+pub struct Dashboard {
+    guard: TerminalGuard,
+    pub app: App,
+    pub agg: Aggregator,
+    started: Instant,
+    last_draw: Option<Instant>,
+    drawn_generation: u64,
+    drawn_second: u64,
+    pub source: Option<String>,
+}
+
+impl Dashboard {
+    /// Take over the terminal (restored when the dashboard is dropped, or on a panic).
+    pub fn start(attached: bool) -> Result<Dashboard> {
+        Ok(Dashboard {
+            guard: TerminalGuard::enter()?,
+            app: App::new(attached),
+            agg: Aggregator::new(),
+            started: Instant::now(),
+            last_draw: None,
+            drawn_generation: u64::MAX,
+            drawn_second: u64::MAX,
+            source: None,
+        })
+    }
+
+    pub fn event(&mut self, e: &Event) {
+        self.agg.add(e);
+        if matches!(e, Event::RunEnd(_)) {
+            self.app.script_ended();
+        }
+    }
+
+    pub fn note(&mut self, line: &str) {
+        self.agg.note(line);
+    }
+
+    fn elapsed(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    /// Handle the keys pressed since the last call (without waiting) and redraw if due.
+    pub fn tick(&mut self) -> Result<Vec<Action>> {
+        let mut actions = vec![];
+        while event::poll(Duration::ZERO)? {
+            match event::read()? {
+                TermEvent::Key(k) => {
+                    let now = self.agg.last_t;
+                    if let Some(a) = self.app.key(k, now) {
+                        actions.push(a);
+                    }
+                }
+                TermEvent::Resize(..) => self.app.dirty = true,
+                _ => {}
+            }
+        }
+        self.draw_if_due()?;
+        Ok(actions)
+    }
+
+    fn draw_if_due(&mut self) -> Result<()> {
+        let second = self.elapsed() as u64;
+        let changed = self.app.dirty
+            || self.agg.generation != self.drawn_generation
+            || (second != self.drawn_second && !self.app.ended && self.app.frozen_at.is_none());
+        if !changed {
+            return Ok(());
+        }
+        // Keys get an answer at the fastest rate; data waits for the chosen one.
+        let wait = if self.app.dirty {
+            MIN_FRAME
+        } else {
+            Duration::from_millis(self.app.rate_ms()).max(MIN_FRAME)
+        };
+        if self.last_draw.is_some_and(|t| t.elapsed() < wait) {
+            return Ok(());
+        }
+        self.draw()?;
+        self.drawn_second = second;
+        Ok(())
+    }
+
+    pub fn draw(&mut self) -> Result<()> {
+        let ctx = Context {
+            elapsed: self.elapsed(),
+            source: self.source.clone(),
+        };
+        let (app, agg) = (&self.app, &self.agg);
+        self.guard
+            .terminal
+            .draw(|f| widgets::draw(f, app, agg, &ctx))?;
+        self.app.dirty = false;
+        self.drawn_generation = self.agg.generation;
+        self.last_draw = Some(Instant::now());
+        Ok(())
+    }
+
+    /// The script has ended: keep the summary screen until the user leaves, or until `stop`
+    /// says so (a signal arrived). Returns at once if the user already asked to quit.
+    pub fn wait_until_leave(&mut self, stop: impl Fn() -> bool) -> Result<()> {
+        self.app.script_ended();
+        if self.app.leaving {
+            return Ok(());
+        }
+        loop {
+            if stop() {
+                return Ok(());
+            }
+            if event::poll(Duration::from_millis(100))? {
+                match event::read()? {
+                    TermEvent::Key(k) => {
+                        let now = self.agg.last_t;
+                        if let Some(Action::Leave | Action::Interrupt) = self.app.key(k, now) {
+                            return Ok(());
+                        }
+                    }
+                    TermEvent::Resize(..) => self.app.dirty = true,
+                    _ => {}
+                }
+            }
+            self.draw_if_due()?;
+        }
+    }
+}
