@@ -92,6 +92,43 @@ struct RunArgs {
     /// Run the agent as `python -m tpuport_agent` even where CPython could be embedded.
     #[arg(long)]
     subprocess: bool,
+    /// sim: raise torch.OutOfMemoryError when the tensors live on the simulated TPU pass its HBM
+    /// (implies --hbm-track full).
+    #[arg(long)]
+    strict_hbm: bool,
+    /// sim: how HBM is tracked on a CPU host: sampled (the first steps and one in 25), full (every
+    /// op; exact, slower), off.
+    #[arg(long, value_enum, default_value_t = HbmTrackArg::Sampled)]
+    hbm_track: HbmTrackArg,
+    /// sim: HBM per device instead of the chip's (e.g. 512MiB, 8GiB), to see where a model stops fitting.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    hbm: Option<u64>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum HbmTrackArg {
+    Sampled,
+    Full,
+    Off,
+}
+
+/// `512MiB`, `8GiB`, `16G`, `1000000` (bytes).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size; write e.g. 512MiB or 8GiB"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return Err(format!("`{s}`: unknown unit; use B, KiB, MiB, GiB or TiB")),
+    };
+    Ok((n * mult as f64) as u64)
 }
 
 #[derive(Args)]
@@ -268,6 +305,15 @@ fn run_script(a: RunArgs) -> Result<u8> {
         timeout: a.timeout.map(std::time::Duration::from_secs_f64),
         no_tui: a.no_tui,
         subprocess: a.subprocess,
+        sim: tpuport::runtime::SimOptions {
+            strict_hbm: a.strict_hbm,
+            hbm_track: match a.hbm_track {
+                HbmTrackArg::Sampled => "sampled",
+                HbmTrackArg::Full => "full",
+                HbmTrackArg::Off => "off",
+            },
+            hbm_bytes: a.hbm,
+        },
     })?;
     Ok(code.clamp(0, 255) as u8)
 }

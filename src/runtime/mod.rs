@@ -37,6 +37,42 @@ const AGENT_FILES: &[(&str, &str)] = &[
         "tpuport_agent/sim.py",
         include_str!("python/tpuport_agent/sim.py"),
     ),
+    (
+        "tpuport_agent/sim_precision.py",
+        include_str!("python/tpuport_agent/sim_precision.py"),
+    ),
+    (
+        "tpuport_agent/sim_memory.py",
+        include_str!("python/tpuport_agent/sim_memory.py"),
+    ),
+    (
+        "tpuport_agent/simtpu/__init__.py",
+        include_str!("python/tpuport_agent/simtpu/__init__.py"),
+    ),
+    (
+        "tpuport_agent/simtpu/compiler.py",
+        include_str!("python/tpuport_agent/simtpu/compiler.py"),
+    ),
+    (
+        "tpuport_agent/simtpu/distributed.py",
+        include_str!("python/tpuport_agent/simtpu/distributed.py"),
+    ),
+    (
+        "tpuport_agent/simtpu/ops.py",
+        include_str!("python/tpuport_agent/simtpu/ops.py"),
+    ),
+    (
+        "tpuport_agent/simtpu/optimizers.py",
+        include_str!("python/tpuport_agent/simtpu/optimizers.py"),
+    ),
+    (
+        "tpuport_agent/simtpu/pallas.py",
+        include_str!("python/tpuport_agent/simtpu/pallas.py"),
+    ),
+    (
+        "tpuport_agent/simtpu/profiler.py",
+        include_str!("python/tpuport_agent/simtpu/profiler.py"),
+    ),
     ("tpuport.py", include_str!("python/tpuport.py")),
 ];
 
@@ -50,6 +86,18 @@ pub struct RunOptions {
     pub no_tui: bool,
     /// Force the `python -m tpuport_agent` runtime even where embedding would work.
     pub subprocess: bool,
+    pub sim: SimOptions,
+}
+
+/// Options that only the sim target reads.
+#[derive(Clone, Debug, Default)]
+pub struct SimOptions {
+    /// Raise torch.OutOfMemoryError past the simulated HBM.
+    pub strict_hbm: bool,
+    /// "sampled", "full" or "off".
+    pub hbm_track: &'static str,
+    /// HBM per device instead of the chip's.
+    pub hbm_bytes: Option<u64>,
 }
 
 pub fn run(opts: RunOptions) -> Result<i32> {
@@ -86,7 +134,9 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         "excess_precision": opts.request.excess_precision,
         "debug_checks": opts.request.debug_checks,
         "chip": plan.chip.map(|c| c.name),
-        "hbm_bytes": plan.chip.map(|c| c.hbm_per_device),
+        "hbm_bytes": opts.sim.hbm_bytes.or(plan.chip.map(|c| c.hbm_per_device)),
+        "strict_hbm": opts.sim.strict_hbm,
+        "hbm_track": opts.sim.hbm_track,
         "calls": plan.calls,
         "t0": t0,
     });

@@ -66,6 +66,7 @@ class Agent:
         self.target_tpu = config.get("target") == "tpu"
         self.step_buffer = []
         self.last_send = 0.0
+        self.sim_memory = None  # the sim target's HBM tracker, once installed
 
     # ---- steps -------------------------------------------------------------------------------
 
@@ -114,6 +115,8 @@ class Agent:
             if cache is not None:
                 fields["tpu_cache"] = cache
         self.step_buffer.append(fields)
+        if self.sim_memory is not None:
+            self.sim_memory.on_step(self.step)
         if self.sync_counts:
             self.flush_syncs(self.step)
         # Steps are sent in small batches (at most ~10 a second, and right away while there are
@@ -142,6 +145,8 @@ class Agent:
         getframe = sys._getframe
 
         def wrap(kind, original):
+            kind = kind.strip("_")
+
             def counted(self, *args, **kwargs):
                 if agent._in_sync or compiling():
                     return original(self, *args, **kwargs)
@@ -178,7 +183,12 @@ class Agent:
             counted.__wrapped__ = original
             return counted
 
-        for kind in ("item", "cpu", "tolist", "numpy"):
+        kinds = ["item", "cpu", "tolist", "numpy"]
+        sim = sys.modules.get("tpuport_agent.sim")
+        if sim is not None and getattr(sim, "EAGER_MODE", 1) == 0:
+            # DeferAndFuse: data-dependent control flow and printing materialise too.
+            kinds += ["__bool__", "__int__", "__float__", "__index__", "__repr__", "__format__"]
+        for kind in kinds:
             original = getattr(torch.Tensor, kind, None)
             if original is not None:
                 setattr(torch.Tensor, kind, wrap(kind, original))
@@ -283,6 +293,8 @@ class Agent:
             if seconds is None:
                 seconds = getattr(m, "backend_compile_time_s", None) or 0.0
             is_forward = getattr(m, "is_forward", True)
+            sim = sys.modules.get("tpuport_agent.sim")
+            extra = sim.GRAPH_INFO.get(str(getattr(m, "compile_id", "") or ""), {}) if sim is not None else {}
             self.em.emit(
                 "compile",
                 compile_id=str(getattr(m, "compile_id", "") or ""),
@@ -296,6 +308,7 @@ class Agent:
                 status="failed" if fail else "ok",
                 fail_reason=getattr(m, "fail_reason", None) if fail else None,
                 graph_ops=getattr(m, "graph_op_count", None),
+                **extra,
             )
 
     def tpu_cache_stats(self):
@@ -360,6 +373,7 @@ class Agent:
             from tpuport_agent import sim
 
             sim.install(self.config, self)
+            self.sim_memory = sys.modules["tpuport_agent.sim_memory"].TRACKER
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
         self.torch = torch

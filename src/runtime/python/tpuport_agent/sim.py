@@ -1,16 +1,65 @@
-"""The sim target's device mapping: a ported script's "tpu" device runs on the host.
+"""The sim target: a ported script runs unmodified with no TPU, with TPU semantics where they matter.
 
-A ``TorchFunctionMode`` rewrites device arguments ("tpu", "tpu:N", ``torch.device("tpu")``) in
-factory calls, ``Tensor.to``/``Module.to`` and ``torch.device(...)`` itself to the host device
-(CUDA if present, else CPU), and ``torch.autocast("tpu")`` to the host's autocast. Tensors then
-report the host device (``x.device.type == "cpu"``).
+Installed by the agent right after ``import torch`` when the target is sim. It
 
-This module holds the device mapping only; TorchTPU's API surface (``torch.tpu``), precision
-emulation and the HBM tracker belong to the sim shim proper.
+- maps the "tpu" device onto the host (CUDA if present, else CPU): a ``TorchFunctionMode``
+  rewrites device arguments ("tpu", "tpu:N", ``torch.device("tpu")``) in factories, ``.to``,
+  ``Module.to`` and ``torch.device(...)``; ``torch.autocast("tpu")`` becomes the host's autocast;
+- serves ``torch.tpu`` (the emulated public API of torch_tpu 0.2.0, package ``simtpu``) and makes
+  ``torch.accelerator`` answer for one "tpu" device with the sim's memory figures;
+- gives ``torch.compile`` TorchTPU's defaults (backend "tpu", ``dynamic=False``) and errors;
+- registers the "tpu_dist" process-group backend (gloo underneath);
+- emulates float32 matmul precision (``sim_precision``) and tracks HBM (``sim_memory``);
+- applies the eager mode's semantics: debug = synchronous with index checks, defer-fuse = the
+  host syncs that would end a fused region are counted per step.
+
+Tensors report the host device (``x.device.type == "cpu"``); code that branches on
+``device.type == "tpu"`` sees the host (see README, "The sim target").
 """
+
+import os
+import sys
+import time
+import warnings
 
 ACTIVE = False
 HOST = "cpu"
+CONFIG = {}
+AGENT = None
+# The chip being simulated: name, device_name, hbm (bytes per device), devices_per_chip, bf16 FLOP/s per chip.
+CHIP = {"name": "v5e", "device_name": "TPU v5e", "hbm": 16 << 30, "devices_per_chip": 1, "bf16_flops": 197e12}
+# TorchTPU state the sim keeps (torch.tpu reads and writes these).
+EAGER_MODE = 1  # DEFER_NEVER (strict)
+DEBUG_CHECKS = False
+EXCESS_PRECISION = False
+EXCESS_LATCHED = None  # the value the first compile saw
+COMPILED = False
+INITIALIZED = False
+
+CHIPS = {
+    "v4": ("TPU v4", 32 << 30, 1, 275e12),
+    "v5e": ("TPU v5e", 16 << 30, 1, 197e12),
+    "v5p": ("TPU v5p", 95 << 30, 1, 459e12),
+    "v6e": ("TPU v6e", 32 << 30, 1, 918e12),
+    "v7x": ("TPU v7", 96 << 30, 2, 2307e12),
+}
+
+DYNAMIC_ERROR = (
+    "TPU backend does not support torch.compile(..., dynamic=True, ...). Please run torch.compile() with "
+    "dynamic=None or default dynamism i.e. torch.compile(model) and try again."
+)
+INDUCTOR_ERROR = (
+    "torch.compile(..., backend='inductor') on TPU is experimental and does not yet have full TPU support; "
+    "compilation is likely to fail with cryptic errors, e.g. https://github.com/google-pytorch/torch_tpu/issues/4300. "
+    "Pass backend='tpu' or do not specify `backend` in torch.compile to use TorchTPU, which does have full TPU "
+    "support. If you do want to run Inductor on TPU, you can bypass this error by passing "
+    "options={'tpu_backend': 'pallas'}."
+)
+TAKE_CHECK = (
+    "Unlike PyTorch on CUDA or CPU, TorchTPU doesn't by default check that the indices for take() are in range. "
+    "Set the TORCH_TPU_ENABLE_DEBUG_CHECKS environment variable to \"1\" to enable this check, which incurs a "
+    "performance penalty."
+)
 
 
 def _is_tpu(d):
@@ -32,13 +81,50 @@ def _host(d):
 
 
 def install(config, agent=None):
-    global ACTIVE, HOST
+    global ACTIVE, HOST, CONFIG, AGENT, CHIP, EAGER_MODE, DEBUG_CHECKS, EXCESS_PRECISION
     import torch
+
+    CONFIG, AGENT = config, agent
+    name = config.get("chip") or "v5e"
+    dev_name, hbm, per_chip, flops = CHIPS.get(name, CHIPS["v5e"])
+    if config.get("hbm_bytes"):
+        hbm = int(config["hbm_bytes"])
+    CHIP = {"name": name, "device_name": dev_name, "hbm": hbm, "devices_per_chip": per_chip, "bf16_flops": flops}
+    HOST = "cuda" if torch.cuda.is_available() else "cpu"
+    mode = config.get("mode", "strict")
+    EAGER_MODE = {"strict": 1, "debug": 2, "defer-fuse": 0}.get(mode, 1)
+    DEBUG_CHECKS = bool(config.get("debug_checks"))
+    EXCESS_PRECISION = bool(config.get("excess_precision")) or "--xla_allow_excess_precision=true" in os.environ.get("XLA_FLAGS", "")
+    if EAGER_MODE == 2 and HOST == "cuda":
+        os.environ.setdefault("CUDA_LAUNCH_BLOCKING", "1")
+
+    _install_device_mapping(torch)
+    from tpuport_agent import sim_precision, sim_memory, simtpu
+
+    simtpu.install(torch)
+    _install_accelerator(torch)
+    _install_compile(torch)
+    _install_distributed(torch)
+    sim_precision.install(torch, config.get("precision") or "default", HOST)
+    sim_memory.install(torch, config, agent)
+    if EAGER_MODE == 0 and agent is not None:
+        agent.em.emit("log", stream="tpuport", line=(
+            "sim: defer-fuse eager mode; each host sync (.item(), .cpu(), print, bool(tensor), ...) ends a fused "
+            "region on a TPU; their count per step is in the sync events"))
+    ACTIVE = True
+
+
+# ---- the device -----------------------------------------------------------------------------
+
+
+def _install_device_mapping(torch):
     from torch.overrides import TorchFunctionMode
 
-    HOST = "cuda" if torch.cuda.is_available() else "cpu"
     original_device = torch.device
     original_autocast_init = torch.amp.autocast_mode.autocast.__init__
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    take_like = {torch.take, torch.Tensor.take, torch.index_select, torch.Tensor.index_select,
+                 torch.gather, torch.Tensor.gather, torch.nn.functional.embedding}
 
     class TpuOnHost(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -50,6 +136,19 @@ def install(config, agent=None):
                 args = (_host(args[0]),) + tuple(args[1:])
             elif len(args) > 1 and _is_tpu(args[1]) and getattr(func, "__name__", "") == "to":
                 args = (args[0], _host(args[1])) + tuple(args[2:])
+            if func is sdpa:
+                from tpuport_agent import sim_precision
+
+                if sim_precision.emulating(args[0] if args else kwargs.get("query")):
+                    return sim_precision.sdpa_math(torch, *args, **kwargs)
+            if func in take_like:
+                try:
+                    return func(*args, **kwargs)
+                except (IndexError, RuntimeError) as e:
+                    if DEBUG_CHECKS or EAGER_MODE == 2 or "index" not in str(e).lower():
+                        raise
+                    raise type(e)("%s\n[tpuport sim] On a TPU this call would not fail: out-of-range indices "
+                                  "read arbitrary values. %s (tpuport run --debug-checks)" % (e, TAKE_CHECK)) from None
             return func(*args, **kwargs)
 
     def autocast_init(self, device_type, *args, **kwargs):
@@ -69,12 +168,115 @@ def install(config, agent=None):
 
     torch.nn.Module.to = module_to
     TpuOnHost().__enter__()
-    ACTIVE = True
+
+
+# ---- torch.accelerator ------------------------------------------------------------------------
+
+
+def _install_accelerator(torch):
+    """One "tpu" device per process, as TorchTPU shows it; memory from the sim's tracker."""
+    from tpuport_agent import sim_memory
+
+    acc = torch.accelerator
+    host_sync = torch.cuda.synchronize if HOST == "cuda" else (lambda *a, **k: None)
+
+    def _index(device):
+        if device is None:
+            return 0
+        if isinstance(device, int):
+            return device
+        if isinstance(device, str):
+            return int(device.split(":", 1)[1]) if ":" in device else 0
+        return device.index or 0
+
+    def set_device_index(device, /):
+        if _index(device) != 0:
+            raise RuntimeError("[tpuport sim] invalid device index %d: the sim target has one tpu device per "
+                               "process (run one process per device with torchrun)" % _index(device))
+
+    def synchronize(device=None, /):
+        host_sync()
+
+    patches = {
+        "is_available": lambda check_available=True: True,
+        "device_count": lambda: 1,
+        "current_device_index": lambda: 0,
+        "current_device_idx": lambda: 0,
+        "set_device_index": set_device_index,
+        "set_device_idx": set_device_index,
+        "synchronize": synchronize,
+        "memory_allocated": lambda device_index=None, /: sim_memory.TRACKER.live,
+        "max_memory_allocated": lambda device_index=None, /: sim_memory.TRACKER.peak,
+        "memory_reserved": lambda device_index=None, /: sim_memory.TRACKER.live,
+        "max_memory_reserved": lambda device_index=None, /: sim_memory.TRACKER.peak,
+        "memory_stats": lambda device_index=None, /: sim_memory.TRACKER.stats(),
+        "reset_peak_memory_stats": lambda device_index=None, /: sim_memory.TRACKER.reset_peak(),
+        "get_memory_info": lambda device_index=None, /: (max(CHIP["hbm"] - sim_memory.TRACKER.live, 0), CHIP["hbm"]),
+        "empty_cache": lambda: None,
+    }
+    getframe = sys._getframe
+
+    def for_user(name, sim_fn, host_fn):
+        # torch's own callers (Dynamo's stream tracking, DDP, ...) must keep seeing the host as it
+        # is; the script sees one "tpu" device.
+        def fn(*args, **kwargs):
+            mod = getframe(1).f_globals.get("__name__", "")
+            if host_fn is not None and (mod == "torch" or mod.startswith("torch.")):
+                return host_fn(*args, **kwargs)
+            return sim_fn(*args, **kwargs)
+
+        fn.__name__ = name
+        fn.__doc__ = getattr(host_fn, "__doc__", None)
+        return fn
+
+    mem = getattr(acc, "memory", None)
+    for name, fn in patches.items():
+        for where in (acc, mem):
+            if where is None or not hasattr(where, name):
+                continue
+            setattr(where, name, for_user(name, fn, getattr(where, name)))
+
+
+# ---- torch.compile ----------------------------------------------------------------------------
+
+
+def _install_compile(torch):
+    """TorchTPU's torch.compile defaults on the host: backend "tpu", dynamic=False (so every new
+    shape recompiles), and its errors for dynamic=True and Inductor."""
+    import functools
+
+    original = torch.compile
+
+    @functools.wraps(original)
+    def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=None, options=None, disable=False):
+        tpu_backend = backend is None or backend == "tpu"
+        if tpu_backend:
+            if dynamic:
+                raise NotImplementedError(DYNAMIC_ERROR)
+            if mode is not None:
+                raise RuntimeError("[tpuport sim] torch.compile(mode=%r) is an Inductor option; the TorchTPU "
+                                   "backend takes options=... (async_compile, num_dynamic_buckets, bucket_size)" % (mode,))
+            backend, dynamic = "tpu", False
+        elif backend == "inductor" and not (options or {}).get("tpu_backend") == "pallas":
+            raise RuntimeError(INDUCTOR_ERROR)
+        kwargs = dict(fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options, disable=disable)
+        if backend == "tpu":
+            kwargs.pop("options")  # TorchTPU's backend options have no meaning on the host
+        if model is None:
+            return lambda m: original(m, **kwargs)
+        return original(model, **kwargs)
+
+    compile._tpuport_sim = True
+    torch.compile = compile
+
+
+GRAPH_INFO = {}
 
 
 def register_compile_backend(torch):
-    """`torch.compile(backend="tpu")` on the host: Dynamo's graph capture, run with aot_eager
-    (TorchTPU's own backend needs a TPU). Called once Dynamo is imported."""
+    """`torch.compile(backend="tpu")` on the host: Dynamo's graph capture, then AOTAutograd with
+    eager kernels (aot_eager), recording each graph's size and backend time. Called once Dynamo
+    is imported."""
     from torch._dynamo import list_backends, lookup_backend, register_backend
 
     if "tpu" in list_backends(exclude_tags=()):
@@ -82,11 +284,62 @@ def register_compile_backend(torch):
     aot_eager = lookup_backend("aot_eager")
 
     def tpu(gm, example_inputs, **kwargs):
-        return aot_eager(gm, example_inputs)
+        global COMPILED, EXCESS_LATCHED
+        if not COMPILED:
+            COMPILED, EXCESS_LATCHED = True, EXCESS_PRECISION
+        t = time.perf_counter()
+        compiled = aot_eager(gm, example_inputs)
+        try:
+            from torch._guards import CompileContext
+
+            cid = str(CompileContext.current_compile_id())
+        except Exception:
+            cid = ""
+        GRAPH_INFO[cid] = {"graph_nodes": len(gm.graph.nodes), "backend_seconds": round(time.perf_counter() - t, 6)}
+        return compiled
 
     register_backend(tpu, name="tpu")
 
 
+# ---- torch.distributed ------------------------------------------------------------------------
+
+
+def _install_distributed(torch):
+    """Backend "tpu_dist" (and "tpu") as TorchTPU registers them, with gloo doing the work."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return
+
+    def create(*args, **kwargs):
+        # Old-style creator (store, rank, size, timeout) or extended (dist_backend_opts, pg_options).
+        if len(args) == 1 and hasattr(args[0], "store"):
+            o = args[0]
+            store, rank, size, timeout = o.store, o.group_rank, o.group_size, o.timeout
+        else:
+            store, rank, size, timeout = args[:4]
+        return dist.ProcessGroupGloo(store, rank, size, timeout)
+
+    for name in ("tpu_dist", "tpu"):
+        if name not in dist.Backend.backend_list:
+            dist.Backend.register_backend(name, create, devices=["cpu", "cuda"] if HOST == "cuda" else ["cpu"])
+
+
+def latch_excess(value):
+    """torch.tpu.allow_excess_precision = value: as on a TPU, compiled graphs keep the value they
+    were compiled with; the sim warns when a change comes after the first compile."""
+    global EXCESS_PRECISION
+    if COMPILED and value != EXCESS_LATCHED:
+        warnings.warn(
+            "[tpuport sim] torch.tpu.allow_excess_precision changed to %r after the first compilation: graphs "
+            "compiled so far keep %r (XLA option latching). Set it before the first torch.compile call, or clear "
+            "the caches (torch.compiler.reset()) first." % (value, EXCESS_LATCHED), UserWarning, stacklevel=3)
+    EXCESS_PRECISION = bool(value)
+
+
 def memory():
-    """Device memory as the sim sees it (not tracked in this module)."""
-    return None
+    """Device memory as the sim sees it (for the agent's memory events)."""
+    mod = sys.modules.get("tpuport_agent.sim_memory")
+    if mod is None or mod.TRACKER is None:
+        return None
+    return mod.TRACKER.event_fields()

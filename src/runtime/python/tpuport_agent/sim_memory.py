@@ -1,0 +1,207 @@
+"""HBM on the sim target: live bytes of the tensors on the emulated device, with peak, compared
+with the chip's capacity.
+
+On a CUDA host the CUDA allocator's own counters are used (free). On a CPU host a
+``TorchDispatchMode`` sees every op's outputs and counts each new storage once (by its data
+pointer) until ``weakref.finalize`` reports it freed. That costs Python code on every op, so by
+default ("sampled") it runs for the first steps and then one step in every ``SAMPLE_EVERY``;
+before each sampled step a scan of the live tensors (``gc``) re-establishes the baseline, and the
+peak of the sampled steps stands for the steps between (training steps repeat). ``full`` tracks
+every op (exact, slower); ``off`` tracks nothing. ``--strict-hbm`` implies ``full`` and raises
+``torch.OutOfMemoryError`` when the live bytes pass the capacity, as the device would.
+"""
+
+import gc
+import weakref
+
+TRACKER = None
+SAMPLE_FIRST = 3
+SAMPLE_EVERY = 25
+OOM_TEXT = "the TPU ran out of memory while awaiting the materialization of value"
+
+
+class Tracker:
+    def __init__(self, torch, capacity, policy, strict, host, agent):
+        self.torch = torch
+        self.capacity = capacity
+        self.policy = policy
+        self.strict = strict
+        self.host = host
+        self.agent = agent
+        self.live = 0
+        self.peak = 0
+        self.allocations = 0
+        self.gen = 0
+        self.storages = {}
+        self.mode = None
+        self.active = False
+        self.forecast_sent = False
+        self.sampled_steps = 0
+
+    # -- counting --------------------------------------------------------------------------
+
+    def _free(self, gen, ptr):
+        if gen != self.gen:
+            return
+        n = self.storages.pop(ptr, None)
+        if n is not None:
+            self.live -= n
+
+    def add_storage(self, st):
+        try:
+            ptr = st.data_ptr()
+            n = st.nbytes()
+        except Exception:
+            return
+        if n == 0 or ptr in self.storages:
+            return
+        self.storages[ptr] = n
+        self.live += n
+        self.allocations += 1
+        try:
+            weakref.finalize(st, self._free, self.gen, ptr)
+        except TypeError:
+            pass
+        if self.live > self.peak:
+            self.peak = self.live
+            if self.peak > self.capacity:
+                self.over_capacity()
+
+    def over_capacity(self):
+        if not self.forecast_sent:
+            self.forecast_sent = True
+            if self.agent is not None:
+                self.agent.em.emit("memory", step=self.agent.step, forecast=True, **self.event_fields())
+                self.agent.em.emit("warning", category="tpuport", file="", line=0, message=(
+                    "sim: HBM in use (%s) exceeds the %s's %s per device; this step would not fit on the TPU"
+                    % (_fmt(self.live), self.chip_name(), _fmt(self.capacity))))
+        if self.strict:
+            raise self.torch.OutOfMemoryError(
+                "%s (tpuport sim: %s of tensors live, the %s has %s per device; --strict-hbm)"
+                % (OOM_TEXT, _fmt(self.live), self.chip_name(), _fmt(self.capacity)))
+
+    def chip_name(self):
+        from tpuport_agent import sim
+
+        return sim.CHIP["device_name"]
+
+    def scan(self):
+        """Baseline: the storages of every tensor the program holds right now."""
+        self.gen += 1
+        self.storages = {}
+        self.live = 0
+        Tensor = self.torch.Tensor
+        for obj in gc.get_objects():
+            # type(), not isinstance(): some objects' __class__ is a property that warns.
+            if issubclass(type(obj), Tensor):
+                try:
+                    self.add_storage(obj.untyped_storage())
+                except Exception:
+                    pass
+
+    # -- the dispatch mode ------------------------------------------------------------------
+
+    def start(self):
+        if self.active or self.host == "cuda":
+            return
+        if self.mode is None:
+            self.mode = _make_mode(self.torch, self)
+        self.mode.__enter__()
+        self.active = True
+
+    def stop(self):
+        if self.active:
+            self.mode.__exit__(None, None, None)
+            self.active = False
+
+    def on_step(self, step):
+        """Called at the end of each step: start or stop sampling for the next one."""
+        if self.host == "cuda":
+            self._read_cuda()
+            return
+        if self.policy != "sampled":
+            return
+        sample_next = (step + 1) <= SAMPLE_FIRST or (step + 1) % SAMPLE_EVERY == 0
+        if sample_next and not self.active:
+            self.scan()
+            self.start()
+        elif not sample_next and self.active:
+            self.stop()
+            self.sampled_steps += 1
+
+    def _read_cuda(self):
+        cuda = self.torch.cuda
+        self.live = int(cuda.memory_allocated())
+        self.peak = max(self.peak, int(cuda.max_memory_allocated()))
+        if self.peak > self.capacity:
+            self.over_capacity()
+
+    # -- reporting --------------------------------------------------------------------------
+
+    def reset_peak(self):
+        self.peak = self.live
+        if self.host == "cuda":
+            self.torch.cuda.reset_peak_memory_stats()
+
+    def stats(self):
+        import collections
+
+        if self.host == "cuda":
+            self._read_cuda()
+        return collections.OrderedDict([
+            ("allocated_bytes.all.current", self.live), ("allocated_bytes.all.peak", self.peak),
+            ("allocation.all.allocated", self.allocations), ("reserved_bytes.all.current", self.live),
+            ("reserved_bytes.all.peak", self.peak),
+        ])
+
+    def event_fields(self):
+        if self.host == "cuda":
+            self._read_cuda()
+        return {"allocated": self.live, "reserved": self.live, "peak": self.peak, "hbm_capacity": self.capacity,
+                "hbm_track": self.policy if self.host != "cuda" else "cuda"}
+
+
+def _make_mode(torch, tracker):
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    Tensor = torch.Tensor
+
+    class HbmTracker(TorchDispatchMode):
+        @classmethod
+        def ignore_compile_internals(cls):
+            # Dynamo compiles as usual; the compiled graph's ops are counted when they run.
+            return True
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in tree_leaves(out):
+                if type(t) is Tensor or isinstance(t, Tensor):
+                    try:
+                        tracker.add_storage(t.untyped_storage())
+                    except (NotImplementedError, RuntimeError):
+                        pass
+            return out
+
+    return HbmTracker()
+
+
+def _fmt(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return ("%.1f %s" % (n, unit)) if unit != "B" else "%d B" % n
+        n /= 1024.0
+
+
+def install(torch, config, agent):
+    global TRACKER
+    from tpuport_agent import sim
+
+    strict = bool(config.get("strict_hbm"))
+    policy = config.get("hbm_track") or "sampled"
+    if strict:
+        policy = "full"
+    TRACKER = Tracker(torch, sim.CHIP["hbm"], policy, strict, sim.HOST, agent)
+    if policy in ("full", "sampled"):
+        TRACKER.scan()
+        TRACKER.start()

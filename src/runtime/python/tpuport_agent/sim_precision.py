@@ -1,0 +1,197 @@
+"""TPU float32 matmul precision on the host, for the sim target.
+
+On a TPU a float32 matmul-class op runs on bf16 inputs: DEFAULT (TorchTPU's default, "medium")
+is one bf16 pass with f32 accumulation, HIGH three passes, HIGHEST six (each input split into
+bf16 pieces p0 + p1 + p2; the passes are the piece products with i + j below 1, 2, 3). The sim
+replaces the host kernels of mm, bmm, addmm, baddbmm, mv, addmv, convolution and
+convolution_backward (``torch.library``, so eager, compiled graphs and backward all go through
+it; 1-D ``dot`` stays native: its host kernel calls itself) and turns scaled_dot_product_attention into its matmul form. A product of two bf16 values is
+exact in f32, so an f32 kernel on bf16-rounded pieces is "bf16 x bf16, f32 accumulate".
+
+Only float32 inputs are touched; bf16 (autocast) and other dtypes run as they are.
+"""
+
+import threading
+
+# 0 = DEFAULT (1 pass), 1 = HIGH (3 passes), 2 = HIGHEST (6 passes); None = host float32 (off).
+_GLOBAL = [0]
+_LOCAL = threading.local()
+PASSES = {
+    0: [(0, 0)],
+    1: [(0, 1), (1, 0), (0, 0)],
+    2: [(1, 1), (0, 2), (2, 0), (0, 1), (1, 0), (0, 0)],
+}
+NAMES = {"default": 0, "medium": 0, "high": 1, "highest": 2, "off": None}
+_LIB = None
+_TORCH = None
+
+
+def current():
+    stack = getattr(_LOCAL, "stack", None)
+    if stack:
+        return stack[-1]
+    return _GLOBAL[0]
+
+
+def set_global(level):
+    _GLOBAL[0] = level
+
+
+def push(level):
+    if not hasattr(_LOCAL, "stack"):
+        _LOCAL.stack = []
+    _LOCAL.stack.append(level)
+
+
+def pop():
+    _LOCAL.stack.pop()
+
+
+def emulating(t):
+    torch = _TORCH
+    return torch is not None and current() is not None and isinstance(t, torch.Tensor) and t.dtype == torch.float32
+
+
+def split(x, n):
+    """x = p0 + p1 + ... (n pieces, each exactly representable in bf16)."""
+    torch = _TORCH
+    pieces, rest = [], x
+    for i in range(n):
+        p = rest.to(torch.bfloat16).to(torch.float32)
+        pieces.append(p)
+        if i + 1 < n:
+            rest = rest - p
+    return pieces
+
+
+def _passes(a, b, product):
+    level = current()
+    pairs = PASSES[level]
+    n = 1 + max(max(i, j) for i, j in pairs)
+    pa, pb = split(a, n), split(b, n)
+    out = None
+    for i, j in pairs:  # smallest terms first
+        term = product(pa[i], pb[j])
+        out = term if out is None else out.add_(term)
+    return out
+
+
+def install(torch, precision, host):
+    """Replace the host's matmul-class kernels with precision-emulating ones."""
+    global _LIB, _TORCH
+    _TORCH = torch
+    set_global(NAMES.get(precision, 0))
+    aten = torch.ops.aten
+    _LIB = torch.library.Library("aten", "IMPL")
+    key = "CUDA" if host == "cuda" else "CPU"
+
+    def f32(*ts):
+        return current() is not None and all(t.dtype == torch.float32 for t in ts)
+
+    def mm(a, b):
+        out = a.new_empty((a.shape[0], b.shape[1]))
+        if not f32(a, b):
+            return aten.mm.out(a, b, out=out)
+        return _passes(a, b, lambda x, y: aten.mm.out(x, y, out=x.new_empty(out.shape)))
+
+    def bmm(a, b):
+        shape = (a.shape[0], a.shape[1], b.shape[2])
+        if not f32(a, b):
+            return aten.bmm.out(a, b, out=a.new_empty(shape))
+        return _passes(a, b, lambda x, y: aten.bmm.out(x, y, out=x.new_empty(shape)))
+
+    def mv(a, v):
+        if not f32(a, v):
+            return aten.mv.out(a, v, out=a.new_empty((a.shape[0],)))
+        return _passes(a, v, lambda x, y: aten.mv.out(x, y, out=x.new_empty((a.shape[0],))))
+
+    def combine(bias, prod, beta, alpha):
+        if alpha != 1:
+            prod = prod.mul_(alpha)
+        if beta == 0:
+            return prod
+        return prod.add_(bias, alpha=beta) if beta != 1 else prod.add_(bias)
+
+    def addmm(bias, a, b, *, beta=1, alpha=1):
+        shape = (a.shape[0], b.shape[1])
+        if not f32(a, b):
+            return aten.addmm.out(bias, a, b, beta=beta, alpha=alpha, out=a.new_empty(shape))
+        prod = _passes(a, b, lambda x, y: aten.mm.out(x, y, out=x.new_empty(shape)))
+        return combine(bias, prod, beta, alpha)
+
+    def addmv(bias, a, v, *, beta=1, alpha=1):
+        if not f32(a, v):
+            return aten.addmv.out(bias, a, v, beta=beta, alpha=alpha, out=a.new_empty((a.shape[0],)))
+        prod = _passes(a, v, lambda x, y: aten.mv.out(x, y, out=x.new_empty((a.shape[0],))))
+        return combine(bias, prod, beta, alpha)
+
+    def baddbmm(bias, a, b, *, beta=1, alpha=1):
+        shape = (a.shape[0], a.shape[1], b.shape[2])
+        if not f32(a, b):
+            return aten.baddbmm.out(bias, a, b, beta=beta, alpha=alpha, out=a.new_empty(shape))
+        prod = _passes(a, b, lambda x, y: aten.bmm.out(x, y, out=x.new_empty(shape)))
+        return combine(bias, prod, beta, alpha)
+
+    def convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+        def conv(xi, wi, b=None):
+            return aten._convolution(xi, wi, b, stride, padding, dilation, transposed, output_padding, groups,
+                                     False, False, True, True)
+
+        if not f32(x, w):
+            return conv(x, w, bias)
+        out = _passes(x, w, conv)
+        return out if bias is None else out.add_(bias.reshape((1, -1) + (1,) * (out.dim() - 2)))
+
+    def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
+                             groups, output_mask):
+        def bw(g, xi, wi, mask):
+            outs = dict(out0=xi.new_empty(x.shape), out1=wi.new_empty(w.shape),
+                        out2=g.new_empty(bias_sizes if bias_sizes else (0,)))
+            return aten.convolution_backward.out(g, xi, wi, bias_sizes, stride, padding, dilation, transposed,
+                                                 output_padding, groups, mask, **outs)
+
+        if not f32(grad, x, w):
+            return tuple(t if m else None for t, m in zip(bw(grad, x, w, output_mask), output_mask))
+        level = current()
+        pairs = PASSES[level]
+        n = 1 + max(max(i, j) for i, j in pairs)
+        pg, px, pw = split(grad, n), split(x, n), split(w, n)
+        gi = gw = None
+        for i, j in pairs:
+            r = bw(pg[i], px[j], pw[j], [output_mask[0], output_mask[1], False])
+            if output_mask[0]:
+                gi = r[0] if gi is None else gi.add_(r[0])
+            if output_mask[1]:
+                gw = r[1] if gw is None else gw.add_(r[1])
+        gb = None
+        if output_mask[2]:
+            gb = bw(grad, x, w, [False, False, True])[2]
+        return gi, gw, gb
+
+    for name, fn in (("mm", mm), ("bmm", bmm), ("mv", mv), ("addmm", addmm), ("addmv", addmv),
+                     ("baddbmm", baddbmm), ("convolution", convolution),
+                     ("convolution_backward", convolution_backward)):
+        _LIB.impl(name, fn, key)
+
+
+def sdpa_math(torch, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+              enable_gqa=False):
+    """scaled_dot_product_attention in its matmul form, so both matmuls (and their backward)
+    run at the emulated precision. The host's fused attention kernel has no matmul to replace."""
+    out = torch.ops.aten._scaled_dot_product_attention_math(
+        query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa)
+    return out[0]
+
+
+def relative_error(torch, level, n=256, seed=0):
+    """Relative Frobenius error of an n x n float32 matmul at `level` against float64 (README table)."""
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(n, n, generator=g, dtype=torch.float64)
+    b = torch.randn(n, n, generator=g, dtype=torch.float64)
+    ref = a @ b
+    push(level)
+    try:
+        got = (a.float() @ b.float()).double()
+    finally:
+        pop()
+    return float((got - ref).norm() / ref.norm())
