@@ -109,5 +109,7 @@ fn report_1m_events(b: divan::Bencher) {
     text.push('\n');
     std::fs::write(&input, text).unwrap();
     let out = dir.path().join("report");
-    b.bench_local(|| tpuport::profile::report::write_report(&[input.clone()], &out).unwrap());
+    b.bench_local(|| {
+        tpuport::profile::report::write_report(std::slice::from_ref(&input), &out).unwrap()
+    });
 }

@@ -214,11 +214,11 @@ impl Aggregator {
                 return None;
             }
             let (mut n, mut secs) = (0.0, 0.0);
-            for i in a_steady..b {
+            for (i, dt) in times.iter().enumerate().take(b).skip(a_steady) {
                 let x = v.get(i).copied().unwrap_or(f32::NAN);
                 if !x.is_nan() {
                     n += x as f64;
-                    secs += times[i];
+                    secs += dt;
                 }
             }
             (secs > 0.0).then(|| n / secs)

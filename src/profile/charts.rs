@@ -67,11 +67,14 @@ pub fn step_time(runs: &[(&str, &Aggregator)]) -> ChartSpec {
         .iter()
         .enumerate()
         .map(|(i, (label, a))| {
+            // The first step (start-up and first compiles) is left out, as in the numbers.
+            let skip = usize::from(a.summary.step_times.len() > 2);
             let pts: Vec<(f64, f64)> = a
                 .summary
                 .step_times
                 .iter()
                 .enumerate()
+                .skip(skip)
                 .map(|(k, dt)| ((k + 1) as f64, dt * 1e3))
                 .collect();
             Series {
@@ -83,7 +86,7 @@ pub fn step_time(runs: &[(&str, &Aggregator)]) -> ChartSpec {
         })
         .collect();
     ChartSpec {
-        title: "Step time".into(),
+        title: "Step time (without step 1: start-up)".into(),
         x_label: "step".into(),
         y_label: "ms".into(),
         series,

@@ -1,0 +1,153 @@
+//! The dashboard in a real terminal: `tpuport run` under tmux (send-keys, capture-pane) shows
+//! the step counter advancing, freezes, asks before quitting a running script, stops it, and
+//! gives back a terminal where the shell prompt works. Skips (saying so) only when tmux is not
+//! installed. Each run uses its own tmux server (`-L`), killed at the end even on failure.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn cmd(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux runs");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
+    fn send(&self, keys: &[&str]) {
+        let mut a = vec!["send-keys", "-t", "t"];
+        a.extend_from_slice(keys);
+        self.cmd(&a);
+    }
+
+    fn screen(&self) -> String {
+        self.cmd(&["capture-pane", "-p", "-t", "t"])
+    }
+
+    /// Wait until the screen satisfies `f`; panic with the screen after `secs`.
+    fn wait(&self, what: &str, secs: u64, f: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if f(&s) {
+                return s;
+            }
+            if start.elapsed() > Duration::from_secs(secs) {
+                panic!("timed out waiting for {what}; the screen:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn venv() -> PathBuf {
+    let out = Command::new("bash")
+        .arg(repo().join("scripts/bootstrap"))
+        .output()
+        .expect("bash");
+    assert!(out.status.success(), "scripts/bootstrap failed");
+    PathBuf::from(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap()
+            .trim(),
+    )
+}
+
+/// The step number in the dashboard's header (`... step 12  status running`).
+fn step_on(screen: &str) -> Option<u64> {
+    let line = screen.lines().find(|l| l.contains("status "))?;
+    let rest = &line[line.find("  step ")? + 7..];
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+#[test]
+fn dashboard_in_a_real_terminal() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("SKIPPED: tmux is not installed (apt-get install tmux to run this test)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.jsonl");
+    let t = Tmux {
+        socket: format!("tpuport-test-{}", std::process::id()),
+    };
+    t.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "env PS1='READY$ ' bash --norc --noprofile -i",
+    ]);
+    t.wait("the shell prompt", 10, |s| s.contains("READY$"));
+    let line = format!(
+        "cd {} && VIRTUAL_ENV={} {} run --events {} {}",
+        repo().display(),
+        venv().display(),
+        env!("CARGO_BIN_EXE_tpuport"),
+        events.display(),
+        Path::new("tests/scripts/tui_steps.py").display()
+    );
+    t.send(&[&line, "Enter"]);
+    let s = t.wait("the dashboard with a step", 60, |s| {
+        s.contains("Step time") && step_on(s).is_some_and(|n| n >= 2)
+    });
+    let first = step_on(&s).unwrap();
+    let s = t.wait("the step counter to advance", 30, |s| {
+        step_on(s).is_some_and(|n| n >= first + 5)
+    });
+    assert!(
+        s.contains("tick "),
+        "the script's output is in its pane:\n{s}"
+    );
+    t.send(&["f"]);
+    t.wait("FROZEN", 10, |s| s.contains("FROZEN"));
+    t.send(&["q"]);
+    t.wait("the quit question", 10, |s| {
+        s.contains("Stop it and quit? y / n")
+    });
+    t.send(&["y"]);
+    let s = t.wait("the prompt after the dashboard", 30, |s| {
+        s.contains("events: ") && s.trim_end().ends_with("READY$")
+    });
+    assert!(s.contains("was interrupted (exit 130)"), "{s}");
+    assert!(
+        !s.contains("Step time"),
+        "the dashboard screen is gone:\n{s}"
+    );
+    // The terminal is usable: cooked mode (echo, line editing), the prompt answers.
+    t.send(&["echo ok-$((40+2))", "Enter"]);
+    t.wait("the shell to answer", 10, |s| s.contains("\nok-42"));
+    let text = std::fs::read_to_string(&events).unwrap();
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.contains("\"run_end\"") && last.contains("\"interrupted\""),
+        "{last}"
+    );
+}
