@@ -178,9 +178,10 @@ def _make_mode(torch, tracker):
             for t in tree_leaves(out):
                 if type(t) is Tensor or isinstance(t, Tensor):
                     try:
-                        tracker.add_storage(t.untyped_storage())
+                        st = t.untyped_storage()
                     except (NotImplementedError, RuntimeError):
-                        pass
+                        continue  # no storage (sparse, some subclasses)
+                    tracker.add_storage(st)  # may raise OutOfMemoryError (--strict-hbm)
             return out
 
     return HbmTracker()

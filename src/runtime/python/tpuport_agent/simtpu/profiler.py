@@ -29,5 +29,6 @@ class TpuProfilerConfig(torch.profiler._ExperimentalConfig):
             parts.append("%s:%s" % (k, v))
         if experimental_options:
             parts.append("check_experimental_options:%s" % ("true" if check_experimental_options else "false"))
-        self.custom_profiler_config = ",".join(parts)
-        super().__init__(custom_profiler_config=self.custom_profiler_config)
+        config = ",".join(parts)
+        super().__init__(custom_profiler_config=config)  # before any attribute: a pybind base
+        self.custom_profiler_config = config

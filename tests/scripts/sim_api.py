@@ -1,0 +1,229 @@
+"""Run under `tpuport run --target sim`: checks every public name of torch.tpu (torch_tpu 0.2.0),
+torch.accelerator, torch.compile's TorchTPU semantics, tpu_dist, and the precision emulation.
+
+Prints `ok <name>` for each check that passed and exits non-zero at the first failure.
+"""
+import os
+import warnings
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+tpu = torch.tpu
+checked = []
+
+
+def ok(name):
+    checked.append(name)
+    print("ok", name, flush=True)
+
+
+def raises(exc, text, fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except exc as e:
+        assert text in str(e), "%s: %r does not contain %r" % (fn, str(e), text)
+        return
+    raise AssertionError("%s did not raise %s" % (fn, exc.__name__))
+
+
+# ---- the internal helpers raise TorchTPU's exact text --------------------------------------------
+INTERNAL = {
+    "is_available": ("torch.accelerator.is_available", ()),
+    "device_count": ("torch.accelerator.device_count", ()),
+    "current_device": ("torch.accelerator.current_device_index", ()),
+    "set_device": ("torch.accelerator.set_device_index", (0,)),
+    "synchronize": ("torch.accelerator.synchronize", ()),
+    "set_stream": ("torch.accelerator.set_stream", (None,)),
+    "current_stream": ("torch.accelerator.current_stream", ()),
+    "get_rng_state": ("torch.accelerator.random.get_rng_state", ()),
+    "initial_seed": ("torch.accelerator.random.initial_seed", ()),
+}
+for name, (prefer, args) in INTERNAL.items():
+    raises(RuntimeError, "%s is internal to TorchTPU and can only be called by the PyTorch framework (torch and "
+           "torch_tpu). Use %s instead." % (name, prefer), getattr(tpu, name), *args)
+    ok(name)
+raises(RuntimeError, "_DeviceContext is internal to TorchTPU and can only be called by the PyTorch framework (torch "
+       "and torch_tpu). Use torch.accelerator.device_index instead.", tpu.device, 0)
+ok("device")
+os.environ["TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS"] = "1"
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    assert tpu.device_count() == 1
+    assert "<TorchTpu/ApiStage/InternalApi/> device_count is internal" in str(w[0].message)
+del os.environ["TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS"]
+ok("TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS")
+
+# ---- experimental names ---------------------------------------------------------------------------
+assert tpu.eager_mode == tpu.EagerMode.DEFER_NEVER, tpu.eager_mode
+with tpu.set_eager_mode(tpu.EagerMode.DEFER_AND_FUSE):
+    assert tpu.eager_mode == tpu.EagerMode.DEFER_AND_FUSE
+assert tpu.eager_mode == tpu.EagerMode.DEFER_NEVER
+tpu.eager_mode = tpu.EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING
+assert tpu.eager_mode.value == 2
+tpu.eager_mode = tpu.EagerMode.DEFER_NEVER
+ok("EagerMode")
+ok("eager_mode")
+ok("set_eager_mode")
+
+assert [p.value for p in tpu.Precision] == [0, 1, 2]
+ok("Precision")
+raises(ValueError, "expected to be one of 'PrecisionConfig.DEFAULT', 'PrecisionConfig.HIGH', or "
+       "'PrecisionConfig.HIGHEST', got 'highest'", lambda: tpu.precision("highest").__enter__())
+ok("precision")
+
+props = tpu.get_device_properties()
+assert props.name == "TPU v5e" and props.total_memory == 16 << 30 and props.multi_processor_count == 1, props
+assert props.devices_per_chip == 1 and props.bf16_flops == 197e12, props
+ok("get_device_properties")
+assert tpu.get_device_name() == "TPU v5e"
+ok("get_device_name")
+dtypes = tpu.get_amp_supported_dtype()
+assert torch.bfloat16 in dtypes and torch.float32 in dtypes and len(dtypes) >= 19, dtypes
+ok("get_amp_supported_dtype")
+assert tpu.is_initialized() is True
+ok("is_initialized")
+
+tpu.manual_seed(7)
+a = torch.randn(3, device="tpu")
+tpu.manual_seed_all(7)
+assert torch.equal(a, torch.randn(3, device="tpu"))
+ok("manual_seed")
+ok("manual_seed_all")
+state = tpu.default_generators[0].get_state()
+b = torch.randn(3, device="tpu")
+tpu.set_rng_state(state)
+assert torch.equal(b, torch.randn(3, device="tpu"))
+ok("default_generators")
+ok("set_rng_state")
+
+s = tpu.Stream(priority=0)
+assert s.query() and tpu.default_stream().stream_id == 0
+with tpu.stream(s):
+    pass
+ok("Stream")
+ok("default_stream")
+ok("stream")
+start, end = tpu.Event(enable_timing=True), tpu.Event(enable_timing=True)
+start.record()
+torch.randn(256, 256, device="tpu").sum()
+end.record()
+assert end.query() and start.elapsed_time(end) >= 0.0
+raises(NotImplementedError, "interprocess", tpu.Event, interprocess=True)
+ok("Event")
+with tpu.device_of(a):
+    pass
+ok("device_of")
+
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    raises(RuntimeError, "PyTorch distributed process group must be initialized before calling "
+           "topology_aware_mesh.", tpu.topology_aware_mesh, (1,))
+    assert any("Use torch.tpu.distributed.topology_aware_mesh instead." in str(x.message) for x in w)
+ok("topology_aware_mesh")
+
+# ---- submodules -------------------------------------------------------------------------------------
+from torch.tpu import compiler, distributed, ops, optimizers, pallas, profiler  # noqa: E402
+
+with compiler.custom_compiler_options({"xla_optimization_level": "O3"}):
+    with compiler.custom_compiler_options({"a": "1"}):
+        assert compiler.current_options() == {"xla_optimization_level": "O3", "a": "1"}
+raises(ValueError, "xla_optimization_level", lambda: compiler.custom_compiler_options({"xla_optimization_level": "O9"}).__enter__())
+ok("compiler.custom_compiler_options")
+assert distributed.window_num_stripes == 4 and distributed.window_stripe_chunk_mb == 8
+assert distributed.spmd_safe(lambda x: x + 1)(1) == 2
+distributed.set_tpu_launch_env()
+assert os.environ["TORCH_TPU_TOPOLOGY"] == "1,1,1" and os.environ["TORCH_TPU_SLICEBUILDER_ADDRESSES"].startswith("localhost:")
+ok("distributed")
+x = torch.randn(1, 1, 8, 8, device="tpu")
+assert torch.equal(ops.max_pool2d(x, 2), torch.nn.functional.max_pool2d(x, 2))
+g = ops.max_pool2d_backward(torch.ones(1, 1, 4, 4), x, 2)
+assert g.shape == x.shape and float(g.sum()) == 16.0
+raises(NotImplementedError, "no host version", ops.ragged_dot, x, x)
+ok("ops")
+assert issubclass(optimizers.AdamW, torch.optim.AdamW) and issubclass(optimizers.Sgd, torch.optim.SGD)
+raises(NotImplementedError, "SingleTraceTrainer", optimizers.SingleTraceTrainer)
+ok("optimizers")
+raises(ImportError, "JAX/Pallas is not available. Please install JAX", pallas.jax_op)
+ok("pallas")
+cfg = profiler.TpuProfilerConfig(run_dir="/tmp/x", worker_rank="3")
+assert cfg.custom_profiler_config == 'host_tracer_level:2,device_tracer_level:1,python_tracer_level:0,run_dir:/tmp/x,worker_rank:"3"'
+raises(ValueError, "worker_rank", profiler.TpuProfilerConfig, worker_rank="a:b")
+ok("profiler")
+raises(AttributeError, "module 'torch.tpu' has no attribute 'memory_allocated'", lambda: tpu.memory_allocated)
+assert set(tpu.__all__) >= set(checked) - {"TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS"} - {n for n in checked if "." in n}
+
+# ---- torch.accelerator --------------------------------------------------------------------------------
+acc = torch.accelerator
+assert acc.is_available() and acc.device_count() == 1 and acc.current_device_index() == 0
+acc.set_device_index(0)
+raises(RuntimeError, "one tpu device per process", acc.set_device_index, 1)
+acc.synchronize()
+before = acc.memory_allocated()
+big = torch.empty(1 << 20, dtype=torch.float32, device="tpu")  # 4 MiB
+assert acc.memory_allocated() - before == 4 << 20, (before, acc.memory_allocated())
+assert acc.max_memory_allocated() >= acc.memory_allocated()
+free, total = acc.get_memory_info()
+assert total == 16 << 30 and free == total - acc.memory_allocated()
+del big
+assert acc.memory_allocated() == before
+ok("torch.accelerator")
+
+# ---- torch.compile as TorchTPU --------------------------------------------------------------------------
+raises(NotImplementedError, "TPU backend does not support torch.compile(..., dynamic=True, ...)", torch.compile,
+       nn.Linear(2, 2), dynamic=True)
+raises(RuntimeError, "torch.compile(..., backend='inductor') on TPU is experimental", torch.compile,
+       nn.Linear(2, 2), backend="inductor")
+tpu.allow_excess_precision = True
+assert tpu.allow_excess_precision is True
+f = torch.compile(lambda t: t * 2 + 1)
+for n in (3, 4, 5):
+    f(torch.randn(n, device="tpu"))
+metrics = torch._dynamo.utils.get_compilation_metrics()
+assert len(metrics) == 3, "dynamic=False: one compile per new shape, got %d" % len(metrics)
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    tpu.allow_excess_precision = False
+    assert any("latching" in str(x.message) for x in w), [str(x.message) for x in w]
+ok("torch.compile")
+ok("allow_excess_precision")
+
+# ---- distributed backend --------------------------------------------------------------------------------
+assert "tpu_dist" in dist.Backend.backend_list
+ok("tpu_dist")
+
+# ---- precision ---------------------------------------------------------------------------------------------
+from tpuport_agent import sim_precision  # noqa: E402
+
+err = {level: sim_precision.relative_error(torch, level) for level in (0, 1, 2)}
+print("precision relative error vs float64 (256x256):", " ".join("%s=%.3g" % (k, v) for k, v in
+      zip(("default", "high", "highest"), err.values())), flush=True)
+assert 1.5e-3 < err[0] < 4e-3, err
+assert 1e-6 < err[1] < 1e-5, err
+assert err[2] < 2.5e-7, err
+assert torch.get_float32_matmul_precision() == "medium"
+torch.set_float32_matmul_precision("high")
+assert torch.get_float32_matmul_precision() == "high"
+torch.set_float32_matmul_precision("medium")
+raises(ValueError, "expected to be one of 'highest', 'high', or 'medium', got 'low'", torch.set_float32_matmul_precision, "low")
+# backward is emulated too: weight grads of a Linear at DEFAULT differ from HIGHEST by ~bf16 error.
+lin = nn.Linear(128, 128, bias=False).to("tpu")
+inp = torch.randn(64, 128, device="tpu")
+grads = []
+for level in (tpu.Precision.DEFAULT, tpu.Precision.HIGHEST):
+    lin.zero_grad()
+    with tpu.precision(level):
+        lin(inp).square().sum().backward()
+    grads.append(lin.weight.grad.clone())
+rel = float((grads[0] - grads[1]).norm() / grads[1].norm())
+assert 5e-4 < rel < 1e-2, rel
+conv = nn.Conv2d(4, 8, 3).to("tpu")
+cx = torch.randn(2, 4, 16, 16, device="tpu")
+with tpu.precision(tpu.Precision.HIGHEST):
+    hi = conv(cx)
+lo = conv(cx)
+rel = float((lo - hi).norm() / hi.norm())
+assert 5e-4 < rel < 1e-2, rel
+ok("precision emulation")
+print("checked", len(checked))

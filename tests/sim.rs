@@ -1,0 +1,364 @@
+//! The sim target end to end (issue 4), with real torch from the project venv
+//! (`bash scripts/bootstrap`): the GPT example trains, recompiles show per shape and stop at the
+//! limit, buckets keep it to two compiles, two DDP ranks run under torchrun with "tpu_dist",
+//! every public torch.tpu name, precision bounds, and the HBM tracker. Each test starts Python
+//! (seconds for `import torch`), so they are few and each checks a lot.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command as Std;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use tpuport::profile::event::Event;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn venv() -> PathBuf {
+    let out = Std::new("bash")
+        .arg(repo().join("scripts/bootstrap"))
+        .output()
+        .expect("bash");
+    assert!(
+        out.status.success(),
+        "scripts/bootstrap failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = String::from_utf8(out.stdout).unwrap();
+    PathBuf::from(path.lines().last().unwrap().trim())
+}
+
+fn tpuport(venv: &Path) -> Command {
+    let mut c = Command::cargo_bin("tpuport").unwrap();
+    c.env("VIRTUAL_ENV", venv)
+        .env_remove("PYTHONPATH")
+        .timeout(Duration::from_secs(600));
+    c
+}
+
+fn events(path: &Path) -> Vec<Event> {
+    let text = fs::read_to_string(path).unwrap();
+    let evs: Vec<Event> = text
+        .lines()
+        .map(|l| Event::parse(l).unwrap_or_else(|e| panic!("invalid event line ({e}): {l}")))
+        .collect();
+    assert!(matches!(evs.last(), Some(Event::RunEnd(_))), "no run_end");
+    evs
+}
+
+fn gpt() -> String {
+    repo()
+        .join("examples/tpu/train_gpt.py")
+        .display()
+        .to_string()
+}
+
+/// `step N  loss V` lines printed by train_gpt.py.
+fn losses(stdout: &str) -> Vec<(u32, f64)> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            (it.next()? == "step").then_some(())?;
+            let step = it.next()?.parse().ok()?;
+            (it.next()? == "loss").then_some(())?;
+            Some((step, it.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+fn forward_compiles(evs: &[Event]) -> Vec<&tpuport::profile::event::Compile> {
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::Compile(c) if c.kind == "forward" && c.function == "forward" => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Acceptance 1: the ported GPT script (AdamW, autocast bf16, GradScaler disabled,
+/// torch.compile, device/backend from flags) runs 50 steps on the sim target with falling loss.
+#[test]
+fn gpt_trains_fifty_steps_on_the_sim_target() {
+    let venv = venv();
+    let dir = tempfile::tempdir().unwrap();
+    let ev = dir.path().join("gpt.jsonl");
+    let out = tpuport(&venv)
+        .args(["run", "--target", "sim", "--no-tui", "--events"])
+        .arg(&ev)
+        .args([gpt().as_str(), "--steps", "50"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let l = losses(&stdout);
+    assert_eq!(l.first().map(|x| x.0), Some(0), "{stdout}");
+    assert_eq!(l.last().map(|x| x.0), Some(49), "{stdout}");
+    let (first, last) = (l.first().unwrap().1, l.last().unwrap().1);
+    assert!(last < 0.5 * first, "loss did not fall: {l:?}");
+    let evs = events(&ev);
+    let steps = evs.iter().filter(|e| matches!(e, Event::Step(_))).count();
+    assert_eq!(steps, 50);
+    let compiles = forward_compiles(&evs);
+    assert_eq!(compiles.len(), 1, "one shape, one compile: {compiles:?}");
+    assert!(
+        compiles[0].extra.contains_key("graph_nodes"),
+        "{compiles:?}"
+    );
+    match &evs[0] {
+        Event::RunStart(rs) => assert_eq!(rs.target, "sim"),
+        e => panic!("first event {e:?}"),
+    }
+    let mem = evs.iter().find_map(|e| match e {
+        Event::Memory(m) if m.allocated.unwrap_or(0) > 0 => Some(m),
+        _ => None,
+    });
+    let mem = mem.expect("a memory event with the sim's HBM figures");
+    assert_eq!(
+        mem.extra.get("hbm_capacity").and_then(|v| v.as_u64()),
+        Some(16 << 30)
+    );
+}
+
+/// Acceptance 2: varying sequence lengths recompile once per new shape, with the guard reason,
+/// until Dynamo's limit (8), then the limit-hit state; padded to two buckets, two compiles.
+#[test]
+fn recompiles_per_shape_until_the_limit_and_buckets_keep_two() {
+    let venv = venv();
+    let dir = tempfile::tempdir().unwrap();
+    let ev = dir.path().join("vary.jsonl");
+    let out = tpuport(&venv)
+        .args(["run", "--target", "sim", "--no-tui", "--hbm-track", "off"])
+        .arg("--events")
+        .arg(&ev)
+        .args([gpt().as_str(), "--steps", "11", "--vary-seq", "11"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let evs = events(&ev);
+    let compiles = forward_compiles(&evs);
+    let ok: Vec<_> = compiles.iter().filter(|c| c.status == "ok").collect();
+    assert_eq!(
+        ok.len(),
+        8,
+        "one compile per shape up to the limit: {compiles:#?}"
+    );
+    for c in &ok[1..] {
+        let reason = c.reason.as_deref().unwrap_or("");
+        assert!(
+            reason.contains("size") || reason.contains("shape"),
+            "recompile without a shape guard reason: {c:?}"
+        );
+    }
+    assert!(
+        evs.iter()
+            .any(|e| matches!(e, Event::Compile(c) if c.status == "limit_hit")),
+        "no limit_hit after the 8th shape"
+    );
+
+    let ev2 = dir.path().join("buckets.jsonl");
+    let out = tpuport(&venv)
+        .args(["run", "--target", "sim", "--no-tui", "--hbm-track", "off"])
+        .arg("--events")
+        .arg(&ev2)
+        .args([
+            gpt().as_str(),
+            "--steps",
+            "11",
+            "--vary-seq",
+            "11",
+            "--buckets",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let evs = events(&ev2);
+    let compiles = forward_compiles(&evs);
+    assert_eq!(
+        compiles.len(),
+        2,
+        "two buckets, two compiles: {compiles:#?}"
+    );
+}
+
+/// Acceptance 3: two DDP ranks with backend "tpu_dist" under torchrun, on CPU, sim target.
+#[test]
+fn two_rank_ddp_with_tpu_dist_under_torchrun() {
+    let venv = venv();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("tpuport");
+    let out = Std::new(venv.join("bin/torchrun"))
+        .current_dir(dir.path())
+        .env("VIRTUAL_ENV", &venv)
+        .env_remove("PYTHONPATH")
+        .args(["--standalone", "--nproc-per-node", "2", "--no-python"])
+        .arg(&bin)
+        .args([
+            "run",
+            "--target",
+            "sim",
+            "--no-tui",
+            gpt().as_str(),
+            "--steps",
+            "12",
+            "--backend",
+            "tpu_dist",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let l = losses(&stdout);
+    assert!(l.iter().any(|x| x.0 == 11), "{stdout}");
+    // One events file per rank (the rank is in the default name).
+    let mut files: Vec<_> = fs::read_dir(dir.path().join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{files:?}");
+    for (rank, f) in files.iter().enumerate() {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        assert!(name.contains(&format!("-rank{rank}-")), "{name}");
+        let evs = events(f);
+        let steps = evs.iter().filter(|e| matches!(e, Event::Step(_))).count();
+        assert_eq!(steps, 12, "{name}");
+    }
+}
+
+/// Acceptance 4: every public torch.tpu name, torch.accelerator, compile semantics, tpu_dist and
+/// the precision bounds (tests/scripts/sim_api.py asserts each and prints `ok NAME`).
+#[test]
+fn torch_tpu_api_and_precision_on_the_sim_target() {
+    let venv = venv();
+    let dir = tempfile::tempdir().unwrap();
+    let out = tpuport(&venv)
+        .args(["run", "--target", "sim", "--no-tui", "--hbm-track", "full"])
+        .arg("--events")
+        .arg(dir.path().join("api.jsonl"))
+        .arg(repo().join("tests/scripts/sim_api.py"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let public = [
+        "EagerMode",
+        "Event",
+        "Precision",
+        "Stream",
+        "allow_excess_precision",
+        "current_device",
+        "current_stream",
+        "default_generators",
+        "default_stream",
+        "device",
+        "device_count",
+        "device_of",
+        "eager_mode",
+        "get_amp_supported_dtype",
+        "get_device_name",
+        "get_device_properties",
+        "get_rng_state",
+        "initial_seed",
+        "is_available",
+        "is_initialized",
+        "manual_seed",
+        "manual_seed_all",
+        "precision",
+        "set_device",
+        "set_eager_mode",
+        "set_rng_state",
+        "set_stream",
+        "stream",
+        "synchronize",
+        "topology_aware_mesh",
+        "compiler.custom_compiler_options",
+        "distributed",
+        "ops",
+        "optimizers",
+        "pallas",
+        "profiler",
+        "torch.accelerator",
+        "torch.compile",
+        "tpu_dist",
+        "precision emulation",
+    ];
+    for name in public {
+        assert!(
+            stdout.lines().any(|l| l == format!("ok {name}")),
+            "no check passed for {name}:\n{stdout}"
+        );
+    }
+}
+
+/// Acceptance 4: the HBM tracker's peak is within 10 % of a known allocation pattern;
+/// --strict-hbm raises torch.OutOfMemoryError past --hbm; the forecast event is written; in
+/// defer-fuse mode bool() and .item() are counted as the syncs that end fused regions.
+#[test]
+fn hbm_tracker_strict_hbm_and_defer_fuse_syncs() {
+    let venv = venv();
+    let dir = tempfile::tempdir().unwrap();
+    let ev = dir.path().join("hbm.jsonl");
+    let out = tpuport(&venv)
+        .args([
+            "run",
+            "--target",
+            "sim",
+            "--no-tui",
+            "--strict-hbm",
+            "--hbm",
+            "64MiB",
+            "--mode",
+            "defer-fuse",
+            "--events",
+        ])
+        .arg(&ev)
+        .arg(repo().join("tests/scripts/sim_hbm.py"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("oom raised: the TPU ran out of memory"),
+        "{stdout}"
+    );
+    let evs = events(&ev);
+    assert!(evs.iter().any(|e| matches!(e, Event::Memory(m)
+        if m.extra.get("forecast").and_then(|v| v.as_bool()) == Some(true)
+            && m.extra.get("hbm_capacity").and_then(|v| v.as_u64()) == Some(64 << 20))));
+    let syncs: Vec<_> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Sync(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        syncs
+            .iter()
+            .any(|s| s.counts.get("bool") == Some(&1) && s.counts.get("item") == Some(&1)),
+        "{syncs:?}"
+    );
+}
