@@ -219,6 +219,9 @@ struct MigrateArgs {
     /// Print one line per finding and no summary.
     #[arg(short, long)]
     quiet: bool,
+    /// Print counts per rule and per family (found, fixed, left) instead of findings and diffs.
+    #[arg(long)]
+    statistics: bool,
     /// Worker threads (default: one per core).
     #[arg(short = 'j', long)]
     threads: Option<usize>,
@@ -359,6 +362,7 @@ fn migrate(a: MigrateArgs) -> Result<u8> {
         no_ignore: a.no_ignore,
         max_file_size: a.max_file_size.saturating_mul(1_000_000),
         quiet: a.quiet,
+        statistics: a.statistics,
     };
     let code = driver::run(&rules, &opts)?;
     Ok(if a.exit_zero && code == driver::EXIT_FINDINGS {

@@ -19,6 +19,7 @@ use super::rules::{
     Action, ArgKind, FixClass, Matcher, PositionPattern, RemoveKind, Rule, RuleSet, StringForm,
 };
 use super::semantic::Semantic;
+use super::structural::{self, FileFacts};
 use super::template::{self, Ctx, Skip, Value};
 
 /// One finding.
@@ -159,13 +160,15 @@ pub struct Checker<'a> {
     rules: &'a RuleSet,
     index: &'a RuleIndex,
     active: &'a [bool],
+    facts: &'a FileFacts,
     stack: Vec<AnyNodeRef<'a>>,
     diags: Vec<Diagnostic>,
     fallbacks: Vec<Diagnostic>,
     import_names: HashSet<&'a str>,
 }
 
-/// Run the rules over one parsed module.
+/// Run the rules over one parsed module. `facts` describe the file as the user gave it (not
+/// the partly rewritten text of a later round), so a fix's class does not change between rounds.
 pub fn check(
     src: &str,
     parsed: &Parsed,
@@ -173,6 +176,7 @@ pub fn check(
     rules: &RuleSet,
     index: &RuleIndex,
     active: &[bool],
+    facts: &FileFacts,
 ) -> Vec<Diagnostic> {
     let mut c = Checker {
         src,
@@ -181,6 +185,7 @@ pub fn check(
         rules,
         index,
         active,
+        facts,
         stack: vec![],
         diags: vec![],
         fallbacks: vec![],
@@ -879,7 +884,10 @@ impl<'a> Checker<'a> {
                 Ok(fix) if fix.edits.iter().all(|e| self.text(e.range) == e.content) => {
                     return None;
                 }
-                Ok(fix) => d.fix = Some(fix),
+                Ok(fix) => match self.with_note(rule, action, fix) {
+                    Ok(fix) => d.fix = Some(fix),
+                    Err(note) => d.note = Some(note),
+                },
                 Err(note) => d.note = Some(note),
             }
         }
@@ -909,7 +917,8 @@ impl<'a> Checker<'a> {
     ) -> Fix {
         let loses_comment = edits.iter().any(|e| self.parsed.has_comment_in(e.range));
         let mut applicability = rule.fix;
-        if (downgrade || loses_comment) && applicability > FixClass::Unsafe {
+        let by_context = structural::unsafe_here(rule, self.facts);
+        if (downgrade || loses_comment || by_context) && applicability > FixClass::Unsafe {
             applicability = FixClass::Unsafe;
         }
         Fix {
@@ -1020,8 +1029,67 @@ impl<'a> Checker<'a> {
                 let target = m.reference.or(m.call.map(|c| c.range())).unwrap_or(m.range);
                 self.removal_fix(rule, target, 0, false)
             }
+            Action::Unwrap => {
+                let call = m.call.ok_or("not a call")?;
+                // The call's parents: the `with` item, then the `with` statement.
+                let with = self
+                    .stack
+                    .iter()
+                    .rev()
+                    .take(2)
+                    .find_map(|n| match n {
+                        AnyNodeRef::StmtWith(w) => Some(*w),
+                        _ => None,
+                    })
+                    .filter(|w| {
+                        w.items
+                            .iter()
+                            .any(|i| i.context_expr.range() == call.range())
+                    })
+                    .ok_or("not the context manager of a `with` statement")?;
+                let edit = structural::unwrap_with(self.src, with, call.range())?;
+                Ok(self.make_fix(rule, vec![edit], vec![], false))
+            }
             Action::String(_) => Err("string rewrites need a string match".into()),
         }
+    }
+
+    /// Leave the rule's note as a comment at the statement: above it, or in its place when the
+    /// fix removes it. The note is skipped where the statement shares its line with other code.
+    fn with_note(&self, rule: &Rule, action: &Action, mut fix: Fix) -> Result<Fix, String> {
+        let Some(note) = &rule.note else {
+            return Ok(fix);
+        };
+        let Some(pos) = self.stack.iter().rposition(|n| n.as_stmt_ref().is_some()) else {
+            return Ok(fix);
+        };
+        if note.only_in_loop && !structural::in_loop(&self.stack[..pos]) {
+            return Ok(fix);
+        }
+        let stmt = self.stack[pos].range();
+        let Some(indent) = structural::indent_of(self.src, stmt.start()) else {
+            return Ok(fix);
+        };
+        let comment = format!("# tpuport {}: {}", rule.id, note.text);
+        if matches!(action, Action::Remove(RemoveKind::Statement)) {
+            let only = fix.edits.iter().any(|e| e.content == "pass");
+            let text = if only {
+                format!("pass  {comment}")
+            } else {
+                comment
+            };
+            fix.edits = vec![Edit::replace(stmt, text)];
+        } else {
+            let eol = if self.src.contains("\r\n") {
+                "\r\n"
+            } else {
+                "\n"
+            };
+            let at = stmt.start() - TextSize::of(indent);
+            fix.edits
+                .push(Edit::insert(at, format!("{indent}{comment}{eol}")));
+        }
+        Ok(fix)
     }
 
     fn render(
@@ -1102,8 +1170,17 @@ impl<'a> Checker<'a> {
         }
         for (p, conv) in &rule.convert {
             let kind = b.values.get(p).map(|v| v.kind).unwrap_or(ArgKind::Missing);
-            if conv.unsafe_for.contains(&kind) {
+            if kind.listed_in(&conv.unsafe_for) {
                 b.downgrade = true;
+            }
+            // A kind marked manual stops the fix even where no template uses the parameter.
+            let explicit = template::has_explicit(conv, kind);
+            if kind.listed_in(&conv.manual_for) && !explicit {
+                let text = b.values.get(p).map(|v| v.text).unwrap_or(p.as_str());
+                return Err(format!(
+                    "`{text}` is {}: no mechanical rewrite",
+                    template::kind_name(kind)
+                ));
             }
         }
         Ok(b)
@@ -1112,6 +1189,8 @@ impl<'a> Checker<'a> {
     fn value(&self, e: &'a Expr) -> Value<'a> {
         let (kind, literal) = match e {
             Expr::NoneLiteral(_) => (ArgKind::None, None),
+            Expr::BooleanLiteral(b) if b.value => (ArgKind::True, None),
+            Expr::BooleanLiteral(_) => (ArgKind::False, None),
             Expr::NumberLiteral(n) => match &n.value {
                 Number::Int(i) => (ArgKind::Int, Some(i.to_string())),
                 _ => (ArgKind::Other, None),

@@ -39,6 +39,8 @@ pub struct Options {
     pub no_ignore: bool,
     pub max_file_size: u64,
     pub quiet: bool,
+    /// Print counts per rule and per family (found, fixed, left) instead of findings and diffs.
+    pub statistics: bool,
 }
 
 /// Exit statuses of `tpuport migrate`.
@@ -62,6 +64,7 @@ struct Totals {
     changed: usize,
     errors: usize,
     diagnostics: usize,
+    found: BTreeMap<String, usize>,
     applied: BTreeMap<String, usize>,
     remaining: BTreeMap<String, usize>,
     hidden_unsafe: usize,
@@ -96,9 +99,15 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
             for (k, v) in &o.applied {
                 *totals.applied.entry(k.clone()).or_default() += v;
             }
+            for (k, v) in &o.found {
+                *totals.found.entry(k.clone()).or_default() += v;
+            }
             for (k, v) in &o.remaining {
                 *totals.remaining.entry(k.clone()).or_default() += v;
             }
+        }
+        if opts.statistics {
+            continue;
         }
         json_all.extend(r.json);
         if !r.text.is_empty() {
@@ -109,7 +118,22 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
     bad.sort();
     bad.dedup();
     totals.errors = bad.len();
-    if opts.format == Format::Json {
+    if opts.statistics {
+        let rows = render::statistics(rules, &totals.found, &totals.applied, &totals.remaining);
+        match opts.format {
+            Format::Text => out.write_all(render::statistics_text(rules, &rows).as_bytes())?,
+            Format::Json => {
+                let (by_rule, by_family, total) = &rows;
+                let v = serde_json::json!({
+                    "rules": by_rule,
+                    "families": by_family,
+                    "total": total,
+                });
+                serde_json::to_writer_pretty(&mut out, &v)?;
+                writeln!(out)?;
+            }
+        }
+    } else if opts.format == Format::Json {
         serde_json::to_writer_pretty(&mut out, &json_all)?;
         writeln!(out)?;
     }

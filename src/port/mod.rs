@@ -11,11 +11,13 @@ pub mod checker;
 pub mod driver;
 pub mod edit;
 pub mod files;
+pub mod helpers;
 pub mod imports;
 pub mod parse;
 pub mod render;
 pub mod rules;
 pub mod semantic;
+pub mod structural;
 pub mod template;
 
 use std::collections::BTreeMap;
@@ -24,6 +26,10 @@ pub use checker::{Diagnostic, RuleIndex};
 pub use rules::{FixClass, RuleSet};
 
 use semantic::Semantic;
+
+/// The rule whose fix is the removal of `torch_xla` imports nothing uses any more (see
+/// [`structural::retire_imports`]); selecting or ignoring it switches that removal.
+const RETIRE_RULE: &str = "XLA001";
 
 /// At most this many rounds of the fix loop (nested matches need one round per level).
 const MAX_ROUNDS: usize = 16;
@@ -51,6 +57,9 @@ pub struct Outcome {
     pub diagnostics: Vec<Diagnostic>,
     /// The rewritten text, if anything changed.
     pub output: Option<String>,
+    /// Findings on the original text, by rule id (XLA001 also counts the `torch_xla` imports
+    /// that were removed once nothing used them).
+    pub found: BTreeMap<String, usize>,
     /// Fixes applied, by rule id.
     pub applied: BTreeMap<String, usize>,
     /// Findings that remain on the result (no fix, or an unsafe fix not enabled), by rule id.
@@ -76,7 +85,7 @@ pub fn migrate_source(
     settings: Settings,
 ) -> Outcome {
     let active = index.active(source);
-    if !active.iter().any(|a| *a) {
+    if !active.iter().any(|a| *a) && !source.contains("def _tpuport_") {
         return Outcome {
             skipped: true,
             ..Outcome::default()
@@ -85,7 +94,8 @@ pub fn migrate_source(
     let required = settings.required();
     let parsed = parse::parse(source);
     let sem = Semantic::build(&parsed.module);
-    let diagnostics = checker::check(source, &parsed, &sem, rules, index, &active);
+    let facts = structural::FileFacts::of(&parsed, &sem);
+    let diagnostics = checker::check(source, &parsed, &sem, rules, index, &active, &facts);
     let mut out = Outcome {
         syntax_errors: parsed.errors.clone(),
         ..Outcome::default()
@@ -133,10 +143,34 @@ pub fn migrate_source(
         let parsed = parse::parse(&text);
         let sem = Semantic::build(&parsed.module);
         let active = index.active(&text);
-        diags = checker::check(&text, &parsed, &sem, rules, index, &active);
+        diags = checker::check(&text, &parsed, &sem, rules, index, &active, &facts);
     }
     if text != source {
         text = imports::remove_unused(&text, &used_before);
+    }
+    let mut retired = 0;
+    if converged && rules.rules.iter().any(|r| r.id == RETIRE_RULE) {
+        (text, retired) = structural::retire_imports(&text);
+        if retired > 0 {
+            applied_ids.extend(rules.rules.iter().position(|r| r.id == RETIRE_RULE));
+        }
+    }
+    if converged {
+        let (synced_text, synced) = helpers::sync(&text, &rules.helpers);
+        let mut roots: Vec<String> = rules
+            .helpers
+            .iter()
+            .filter(|h| synced.inserted.contains(&h.name))
+            .flat_map(|h| h.imports.iter().cloned())
+            .collect();
+        roots.sort();
+        roots.dedup();
+        // Imports first, so the helpers go after them.
+        text = if roots.is_empty() {
+            synced_text
+        } else {
+            helpers::sync(&imports::add_imports(&text, &roots), &rules.helpers).0
+        };
     }
     let final_parse = parse::parse(&text);
     let broke = if original_errors == 0 {
@@ -165,7 +199,15 @@ pub fn migrate_source(
             )
         });
         out.applied.clear();
+        retired = 0;
         text = source.to_string();
+    }
+    for d in &diagnostics {
+        *out.found.entry(rules.rules[d.rule].id.clone()).or_default() += 1;
+    }
+    if retired > 0 {
+        *out.found.entry(RETIRE_RULE.to_string()).or_default() += retired;
+        *out.applied.entry(RETIRE_RULE.to_string()).or_default() += retired;
     }
     // What is left for manual work, measured on the result.
     if text == source {
@@ -177,7 +219,7 @@ pub fn migrate_source(
     } else {
         let sem = Semantic::build(&final_parse.module);
         let active = index.active(&text);
-        for d in checker::check(&text, &final_parse, &sem, rules, index, &active) {
+        for d in checker::check(&text, &final_parse, &sem, rules, index, &active, &facts) {
             *out.remaining
                 .entry(rules.rules[d.rule].id.clone())
                 .or_default() += 1;

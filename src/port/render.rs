@@ -1,6 +1,7 @@
 //! How findings look: one block per diagnostic (location, rule, fix marker, source line with a
 //! caret, advice), a unified diff per changed file, and the JSON form of both.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use ruff_text_size::{TextRange, TextSize};
@@ -240,4 +241,101 @@ mod tests {
         assert!(d.starts_with("--- a/x.py\n+++ b/x.py\n@@"), "{d}");
         assert!(d.contains("-b\n+c\n"));
     }
+}
+
+/// One row of `--statistics`: a rule or a family, with its counts over all files.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StatRow {
+    /// Rule id, family prefix, or "total".
+    pub name: String,
+    /// Findings in the input.
+    pub found: usize,
+    /// Fixes applied (or that would be applied).
+    pub fixed: usize,
+    /// Findings left on the result: manual work, or unsafe fixes not enabled.
+    pub left: usize,
+}
+
+/// Per-rule rows (in rule order), per-family rows (in family order) and the total.
+pub fn statistics(
+    rules: &RuleSet,
+    found: &BTreeMap<String, usize>,
+    fixed: &BTreeMap<String, usize>,
+    left: &BTreeMap<String, usize>,
+) -> (Vec<StatRow>, Vec<StatRow>, StatRow) {
+    let get = |m: &BTreeMap<String, usize>, k: &str| m.get(k).copied().unwrap_or(0);
+    let mut by_rule: Vec<StatRow> = vec![];
+    let mut by_family: Vec<StatRow> = vec![];
+    let mut total = StatRow {
+        name: "total".into(),
+        ..StatRow::default()
+    };
+    for r in &rules.rules {
+        if by_rule.iter().any(|x| x.name == r.id) {
+            continue;
+        }
+        let row = StatRow {
+            name: r.id.clone(),
+            found: get(found, &r.id),
+            fixed: get(fixed, &r.id),
+            left: get(left, &r.id),
+        };
+        if row.found + row.fixed + row.left == 0 {
+            continue;
+        }
+        let fam = match by_family.iter_mut().find(|f| f.name == r.family) {
+            Some(f) => f,
+            None => {
+                by_family.push(StatRow {
+                    name: r.family.clone(),
+                    ..StatRow::default()
+                });
+                by_family.last_mut().expect("just pushed")
+            }
+        };
+        for acc in [fam, &mut total] {
+            acc.found += row.found;
+            acc.fixed += row.fixed;
+            acc.left += row.left;
+        }
+        by_rule.push(row);
+    }
+    (by_rule, by_family, total)
+}
+
+/// The `--statistics` table.
+pub fn statistics_text(rules: &RuleSet, rows: &(Vec<StatRow>, Vec<StatRow>, StatRow)) -> String {
+    let (by_rule, by_family, total) = rows;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<8} {:>6} {:>6} {:>6}  fix     name",
+        "rule", "found", "fixed", "left"
+    );
+    for r in by_rule {
+        let rule = rules.get(&r.name);
+        let (fix, name) = rule
+            .first()
+            .map(|x| (x.fix.as_str(), x.name.as_str()))
+            .unwrap_or(("", ""));
+        let _ = writeln!(
+            s,
+            "{:<8} {:>6} {:>6} {:>6}  {fix:<7} {name}",
+            r.name, r.found, r.fixed, r.left
+        );
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "{:<8} {:>6} {:>6} {:>6}",
+        "family", "found", "fixed", "left"
+    );
+    for r in by_family.iter().chain(std::iter::once(total)) {
+        let _ = writeln!(
+            s,
+            "{:<8} {:>6} {:>6} {:>6}",
+            r.name, r.found, r.fixed, r.left
+        );
+    }
+    s
 }

@@ -24,6 +24,15 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("rules/PRC.toml", include_str!("../../rules/PRC.toml")),
     ("rules/DST.toml", include_str!("../../rules/DST.toml")),
     ("rules/ENV.toml", include_str!("../../rules/ENV.toml")),
+    ("rules/XLA.toml", include_str!("../../rules/XLA.toml")),
+    ("rules/XM.toml", include_str!("../../rules/XM.toml")),
+    ("rules/XR.toml", include_str!("../../rules/XR.toml")),
+    ("rules/XMP.toml", include_str!("../../rules/XMP.toml")),
+    ("rules/XPL.toml", include_str!("../../rules/XPL.toml")),
+    ("rules/XMET.toml", include_str!("../../rules/XMET.toml")),
+    ("rules/XS.toml", include_str!("../../rules/XS.toml")),
+    ("rules/XAMP.toml", include_str!("../../rules/XAMP.toml")),
+    ("rules/XU.toml", include_str!("../../rules/XU.toml")),
 ];
 
 /// How far a fix may be trusted. Ordered: `Manual < Unsafe < Safe`.
@@ -72,7 +81,20 @@ pub enum ArgKind {
     None,
     Int,
     String,
+    /// `True` (falls back to `other` where no `true` template is given).
+    True,
+    /// `False` (falls back to `other`).
+    False,
     Other,
+}
+
+impl ArgKind {
+    /// Whether a list of kinds (`unsafe = [...]`, `manual = [...]`) covers this kind; booleans
+    /// are also covered by `other`.
+    pub fn listed_in(self, list: &[ArgKind]) -> bool {
+        list.contains(&self)
+            || (matches!(self, ArgKind::True | ArgKind::False) && list.contains(&ArgKind::Other))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -99,6 +121,27 @@ struct RuleFileDef {
     positions: BTreeMap<String, Vec<String>>,
     #[serde(default, rename = "rule")]
     rules: Vec<RuleDef>,
+    /// Helper definitions that fixes may call (`_tpuport_rank()`), inserted once per file.
+    #[serde(default)]
+    helpers: BTreeMap<String, HelperDef>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HelperDef {
+    /// The top-level definition, as Python source (`def NAME(...): ...`).
+    code: String,
+    /// Modules the code needs imported (`os`, `torch`).
+    #[serde(default)]
+    imports: Vec<String>,
+}
+
+/// A helper function that fixes may call; see [`super::helpers`].
+#[derive(Debug, Clone)]
+pub struct Helper {
+    pub name: String,
+    pub code: String,
+    pub imports: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -118,6 +161,12 @@ struct RuleDef {
     example: Option<Example>,
     #[serde(default)]
     needles: Option<Vec<String>>,
+    /// The fix is shown as unsafe when the file (as given) uses one of these qualified names...
+    #[serde(default)]
+    unsafe_if_uses: Vec<String>,
+    /// ...and none of these.
+    #[serde(default)]
+    unless_uses: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -150,6 +199,32 @@ struct ActionDef {
     convert: BTreeMap<String, ConvertDef>,
     string: Option<String>,
     remove: Option<RemoveKind>,
+    /// `unwrap = "with"`: replace the `with` statement the matched call opens by its body.
+    unwrap: Option<UnwrapKind>,
+    /// A one-line comment left where the statement was rewritten or removed.
+    note: Option<String>,
+    /// Where the note is left: `"always"` (default) or only `"loop"` (inside a for/while).
+    note_in: Option<NoteWhere>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnwrapKind {
+    With,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NoteWhere {
+    Always,
+    Loop,
+}
+
+/// A comment that a fix leaves in the code.
+#[derive(Debug, Clone)]
+pub struct Note {
+    pub text: String,
+    pub only_in_loop: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -166,6 +241,10 @@ pub struct ConvertDef {
     pub none: Option<String>,
     pub int: Option<String>,
     pub string: Option<String>,
+    #[serde(rename = "true")]
+    pub true_: Option<String>,
+    #[serde(rename = "false")]
+    pub false_: Option<String>,
     pub other: Option<String>,
     /// Argument kinds for which the fix is only unsafe.
     #[serde(default, rename = "unsafe")]
@@ -182,6 +261,8 @@ impl ConvertDef {
             ArgKind::None => self.none.as_deref(),
             ArgKind::Int => self.int.as_deref(),
             ArgKind::String => self.string.as_deref(),
+            ArgKind::True => self.true_.as_deref().or(self.other.as_deref()),
+            ArgKind::False => self.false_.as_deref().or(self.other.as_deref()),
             ArgKind::Other => self.other.as_deref(),
         }
     }
@@ -230,6 +311,8 @@ pub enum Action {
     /// Replace the matched expression (for calls: the callee) with a qualified name; a map
     /// chooses by the matched qualified name.
     Rename(BTreeMap<String, String>),
+    /// Replace the `with` statement opened by the matched call with its body, dedented.
+    Unwrap,
     /// Replace the whole matched expression with a template.
     Replace(String),
     /// Rewrite a call: new callee (qualified name, or `.method` on the same receiver) and
@@ -259,6 +342,11 @@ pub struct Rule {
     pub receiver: Option<Regex>,
     pub min_args: Option<usize>,
     pub example: Option<Example>,
+    /// A comment the fix leaves at the statement.
+    pub note: Option<Note>,
+    /// The fix is unsafe in files that use one of these names and none of `unless_uses`.
+    pub unsafe_if_uses: Vec<String>,
+    pub unless_uses: Vec<String>,
     /// Substrings that must all occur in a file for this rule to possibly fire (ASCII
     /// case-insensitive; `a|b` = either); empty = always check.
     pub needles: Vec<String>,
@@ -296,6 +384,8 @@ pub struct RuleFile {
 /// All loaded rules, with their position classes.
 pub struct RuleSet {
     pub rules: Vec<Rule>,
+    /// Helpers fixes may call, sorted by name.
+    pub helpers: Vec<Helper>,
     pub files: Vec<RuleFile>,
     pub positions: HashMap<String, Vec<PositionPattern>>,
 }
@@ -326,6 +416,7 @@ impl RuleSet {
         }
         let mut set = RuleSet {
             rules: vec![],
+            helpers: vec![],
             files: vec![],
             positions: HashMap::new(),
         };
@@ -348,6 +439,31 @@ impl RuleSet {
                         message: format!("position class `{name}`: {m}"),
                     })?);
                 }
+            }
+            for (name, h) in &file.helpers {
+                let bad = |m: String| RuleError {
+                    path: path.clone(),
+                    line: find_line(text, name),
+                    message: format!("helper `{name}`: {m}"),
+                };
+                if !name.starts_with("_tpuport_") {
+                    return Err(bad("helper names start with `_tpuport_`".into()).into());
+                }
+                let head = format!("def {name}(");
+                if !h.code.starts_with(&head) || !super::parse::is_valid(&h.code) {
+                    return Err(bad(format!(
+                        "`code` must be valid Python starting with `{head}`"
+                    ))
+                    .into());
+                }
+                if set.helpers.iter().any(|x| &x.name == name) {
+                    return Err(bad("defined twice".into()).into());
+                }
+                set.helpers.push(Helper {
+                    name: name.clone(),
+                    code: h.code.trim_end().to_string(),
+                    imports: h.imports.clone(),
+                });
             }
             defs.push((path.clone(), text.clone(), file));
         }
@@ -399,6 +515,7 @@ impl RuleSet {
                 origin: path,
             });
         }
+        set.helpers.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(set)
     }
 
@@ -667,9 +784,11 @@ fn compile_rule(
         .iter()
         .chain(act.args.iter().flatten())
         .chain(act.convert.values().flat_map(|c| {
-            [&c.missing, &c.none, &c.int, &c.string, &c.other]
-                .into_iter()
-                .flatten()
+            [
+                &c.missing, &c.none, &c.int, &c.string, &c.true_, &c.false_, &c.other,
+            ]
+            .into_iter()
+            .flatten()
         }))
         .collect();
     for t in templates {
@@ -683,6 +802,18 @@ fn compile_rule(
             }
         }
     }
+    let note = act.note.clone().map(|text| Note {
+        text,
+        only_in_loop: act.note_in == Some(NoteWhere::Loop),
+    });
+    if note.as_ref().is_some_and(|n| n.text.contains('\n')) {
+        bail!("`note` must be one line");
+    }
+    if act.note_in.is_some() && note.is_none() {
+        bail!("`note_in` needs a `note`");
+    }
+    check_qualified(&def.unsafe_if_uses)?;
+    check_qualified(&def.unless_uses)?;
     Ok(Rule {
         id: def.id,
         family: family.to_string(),
@@ -698,6 +829,9 @@ fn compile_rule(
         receiver,
         min_args: m.min_args,
         example: def.example,
+        note,
+        unsafe_if_uses: def.unsafe_if_uses,
+        unless_uses: def.unless_uses,
         needles,
         origin: origin.to_string(),
         line,
@@ -711,12 +845,15 @@ fn compile_action(act: &ActionDef, matcher: &Matcher) -> Result<Option<Action>> 
         act.args.is_some() || act.to.is_some(),
         act.string.is_some(),
         act.remove.is_some(),
+        act.unwrap.is_some(),
     ]
     .iter()
     .filter(|b| **b)
     .count();
     if n > 1 {
-        bail!("[rule.action] takes one of `rename`, `replace`, `to`/`args`, `string` or `remove`");
+        bail!(
+            "[rule.action] takes one of `rename`, `replace`, `to`/`args`, `string`, `remove` or `unwrap`"
+        );
     }
     let is_string = matches!(matcher, Matcher::String { .. });
     Ok(if let Some(r) = &act.rename {
@@ -752,6 +889,11 @@ fn compile_action(act: &ActionDef, matcher: &Matcher) -> Result<Option<Action>> 
             bail!("remove = \"keyword\" works with `keyword` matches only");
         }
         Some(Action::Remove(k))
+    } else if act.unwrap.is_some() {
+        if !matches!(matcher, Matcher::Call(_)) {
+            bail!("unwrap = \"with\" works with `call` matches only");
+        }
+        Some(Action::Unwrap)
     } else {
         None
     })

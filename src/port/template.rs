@@ -122,7 +122,7 @@ fn substitute(
     let value = values.get(name);
     let kind = value.map(|v| v.kind).unwrap_or(ArgKind::Missing);
     if let Some(conv) = convert.get(name) {
-        if conv.manual_for.contains(&kind) {
+        if kind.listed_in(&conv.manual_for) && !has_explicit(conv, kind) {
             return Err(Skip::Manual(format!(
                 "`{}` is {}: no mechanical rewrite",
                 value.map(|v| v.text).unwrap_or(name),
@@ -166,6 +166,15 @@ fn substitute(
     }
 }
 
+/// A boolean argument with its own `true`/`false` template is not covered by `other`.
+pub fn has_explicit(conv: &ConvertDef, kind: ArgKind) -> bool {
+    match kind {
+        ArgKind::True => conv.true_.is_some(),
+        ArgKind::False => conv.false_.is_some(),
+        _ => false,
+    }
+}
+
 fn render_owned(
     t: &str,
     values: &HashMap<String, Value<'_>>,
@@ -174,12 +183,14 @@ fn render_owned(
     render(t, values, &Default::default(), ctx)
 }
 
-fn kind_name(kind: ArgKind) -> &'static str {
+pub fn kind_name(kind: ArgKind) -> &'static str {
     match kind {
         ArgKind::Missing => "not given",
         ArgKind::None => "None",
         ArgKind::Int => "an integer literal",
         ArgKind::String => "a string literal",
+        ArgKind::True => "True",
+        ArgKind::False => "False",
         ArgKind::Other => "an expression whose value is not known statically",
     }
 }
@@ -255,6 +266,10 @@ pub fn qualify(qualified: &str, ctx: &Ctx<'_>) -> (String, Option<String>) {
         if visible {
             return (format!("{name}{}", &qualified[q.len()..]), None);
         }
+    }
+    if !qualified.contains('.') {
+        // A bare name (a builtin, or a helper the fix inserts) needs no import.
+        return (qualified.to_string(), None);
     }
     let root = qualified.split('.').next().unwrap_or(qualified);
     let root_ok = matches!(
