@@ -41,6 +41,9 @@ enum Command {
     /// Render charts (SVG and PNG) and a Markdown summary from one events file, or two to
     /// compare (A/B, e.g. strict vs defer-fuse).
     Report(ReportArgs),
+    /// Will the TPU's numbers match? Run a script's first steps in float32 and with TPU matmul
+    /// precision emulated (sim target), and compare the loss per step and the parameters.
+    Numerics(NumericsArgs),
     /// (internal) The embedded-Python worker started by `tpuport run`.
     #[command(name = "__worker", hide = true)]
     Worker,
@@ -103,6 +106,27 @@ struct RunArgs {
     /// sim: HBM per device instead of the chip's (e.g. 512MiB, 8GiB), to see where a model stops fitting.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     hbm: Option<u64>,
+}
+
+#[derive(Args)]
+struct NumericsArgs {
+    /// The training script, then its own arguments (use `--` before ones that start with `-`).
+    #[arg(required = true)]
+    script: PathBuf,
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+    /// Optimizer steps to run in each of the two runs.
+    #[arg(long, default_value_t = 10)]
+    steps: u32,
+    /// The TPU precision to emulate against float32.
+    #[arg(long, value_enum, default_value_t = PrecisionArg::Default)]
+    precision: PrecisionArg,
+    /// TPU generation to simulate.
+    #[arg(long, value_enum)]
+    chip: Option<ChipArg>,
+    /// Python interpreter or venv (default: $VIRTUAL_ENV, else the project venv, else python3).
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -253,6 +277,7 @@ pub fn run() -> Result<u8> {
         Command::Migrate(a) => migrate(a),
         Command::Rule(a) => rule(a),
         Command::Run(a) => run_script(a),
+        Command::Numerics(a) => numerics(a),
         Command::Top(a) => Ok(tpuport::ui::top::run(&a.path)?.clamp(0, 255) as u8),
         Command::Report(a) => report(a),
         Command::Worker => {
@@ -262,8 +287,35 @@ pub fn run() -> Result<u8> {
     }
 }
 
+fn chip(c: Option<ChipArg>) -> Option<&'static tpuport::runtime::target::Chip> {
+    c.and_then(|c| {
+        tpuport::runtime::target::chip_by_name(match c {
+            ChipArg::V5e => "v5e",
+            ChipArg::V5p => "v5p",
+            ChipArg::V6e => "v6e",
+            ChipArg::V7x => "v7x",
+        })
+    })
+}
+
+fn numerics(a: NumericsArgs) -> Result<u8> {
+    let code = tpuport::runtime::numerics::numerics(tpuport::runtime::numerics::NumericsOptions {
+        script: a.script,
+        args: a.args,
+        steps: a.steps,
+        precision: match a.precision {
+            PrecisionArg::Default => "default",
+            PrecisionArg::High => "high",
+            PrecisionArg::Highest => "highest",
+        },
+        python: a.python,
+        chip: chip(a.chip),
+    })?;
+    Ok(code.clamp(0, 255) as u8)
+}
+
 fn run_script(a: RunArgs) -> Result<u8> {
-    use tpuport::runtime::target::{self, Mode, Precision, Request, TargetRequest};
+    use tpuport::runtime::target::{Mode, Precision, Request, TargetRequest};
     let request = Request {
         target: match a.target {
             TargetArg::Auto => TargetRequest::Auto,
@@ -285,14 +337,7 @@ fn run_script(a: RunArgs) -> Result<u8> {
         debug_checks: a.debug_checks,
         cache_dir: a.cache_dir,
         cache_name: a.cache_name,
-        chip: a.chip.and_then(|c| {
-            target::chip_by_name(match c {
-                ChipArg::V5e => "v5e",
-                ChipArg::V5p => "v5p",
-                ChipArg::V6e => "v6e",
-                ChipArg::V7x => "v7x",
-            })
-        }),
+        chip: chip(a.chip),
     };
     if let Some(t) = a.timeout
         && !(t > 0.0 && t.is_finite())
@@ -317,6 +362,7 @@ fn run_script(a: RunArgs) -> Result<u8> {
             },
             hbm_bytes: a.hbm,
         },
+        numerics: None,
     })?;
     Ok(code.clamp(0, 255) as u8)
 }

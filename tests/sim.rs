@@ -362,3 +362,42 @@ fn hbm_tracker_strict_hbm_and_defer_fuse_syncs() {
         "{syncs:?}"
     );
 }
+
+/// `tpuport numerics`: float32 vs emulated TPU precision, loss per step and parameter drift.
+#[test]
+fn numerics_compares_float32_with_tpu_precision() {
+    let venv = venv();
+    let out = tpuport(&venv)
+        .args(["numerics", "--steps", "5"])
+        .arg(repo().join("examples/tpu/train_mlp.py"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Vec<f64>> = stdout
+        .lines()
+        .filter_map(|l| {
+            let v: Vec<f64> = l
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            (v.len() == 4).then_some(v)
+        })
+        .collect();
+    let loss_rows: Vec<_> = rows
+        .iter()
+        .filter(|r| r[0] >= 1.0 && r[0] <= 5.0 && r[1] > 0.1)
+        .collect();
+    assert_eq!(loss_rows.len(), 5, "{stdout}");
+    // bf16 inputs move the loss, but only a little.
+    assert!(loss_rows.iter().any(|r| r[3] > 1e-7), "{stdout}");
+    assert!(loss_rows.iter().all(|r| r[3] < 0.05), "{stdout}");
+    assert!(
+        stdout.contains("largest parameter differences after 5 steps"),
+        "{stdout}"
+    );
+}

@@ -9,6 +9,7 @@
 //! where the script runs and how TorchTPU is configured.
 
 pub mod launcher;
+pub mod numerics;
 pub mod python;
 pub mod target;
 pub mod worker;
@@ -87,6 +88,8 @@ pub struct RunOptions {
     /// Force the `python -m tpuport_agent` runtime even where embedding would work.
     pub subprocess: bool,
     pub sim: SimOptions,
+    /// `tpuport numerics`: {steps, precision, save | compare, compare_out} for the agent.
+    pub numerics: Option<serde_json::Value>,
 }
 
 /// Options that only the sim target reads.
@@ -137,6 +140,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         "hbm_bytes": opts.sim.hbm_bytes.or(plan.chip.map(|c| c.hbm_per_device)),
         "strict_hbm": opts.sim.strict_hbm,
         "hbm_track": opts.sim.hbm_track,
+        "numerics": opts.numerics,
         "calls": plan.calls,
         "t0": t0,
     });

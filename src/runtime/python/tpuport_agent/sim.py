@@ -105,7 +105,8 @@ def install(config, agent=None):
     _install_accelerator(torch)
     _install_compile(torch)
     _install_distributed(torch)
-    sim_precision.install(torch, config.get("precision") or "default", HOST)
+    precision = (config.get("numerics") or {}).get("precision") or config.get("precision") or "default"
+    sim_precision.install(torch, precision, HOST)
     sim_memory.install(torch, config, agent)
     if EAGER_MODE == 0 and agent is not None:
         agent.em.emit("log", stream="tpuport", line=(
