@@ -172,6 +172,10 @@ pub fn migrate_source(
             helpers::sync(&imports::add_imports(&text, &roots), &rules.helpers).0
         };
     }
+    // Removing the first statements (the imports) must not leave the file opening with blank lines.
+    if text != source && !source.starts_with(['\n', '\r']) {
+        text = text.trim_start_matches(['\n', '\r']).to_string();
+    }
     let final_parse = parse::parse(&text);
     let broke = if original_errors == 0 {
         final_parse.has_errors()
