@@ -1,7 +1,8 @@
 //! The dashboard in a real terminal: `tpuport run` under tmux (send-keys, capture-pane) shows
 //! the step counter advancing, freezes, asks before quitting a running script, stops it, and
-//! gives back a terminal where the shell prompt works. Skips (saying so) only when tmux is not
-//! installed. Each run uses its own tmux server (`-L`), killed at the end even on failure.
+//! gives back a terminal where the shell prompt works; `tpuport top` follows a file as another
+//! process appends to it. Skips (saying so) only when tmux is not installed. Each test uses its
+//! own tmux server (`-L`), killed at the end even on failure.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -83,16 +84,18 @@ fn step_on(screen: &str) -> Option<u64> {
     rest.split_whitespace().next()?.parse().ok()
 }
 
-#[test]
-fn dashboard_in_a_real_terminal() {
+fn have_tmux() -> bool {
     if Command::new("tmux").arg("-V").output().is_err() {
         eprintln!("SKIPPED: tmux is not installed (apt-get install tmux to run this test)");
-        return;
+        return false;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let events = dir.path().join("events.jsonl");
+    true
+}
+
+/// A tmux server of our own with a shell whose prompt is `READY$`.
+fn start(name: &str) -> Tmux {
     let t = Tmux {
-        socket: format!("tpuport-test-{}", std::process::id()),
+        socket: format!("tpuport-{name}-{}", std::process::id()),
     };
     t.cmd(&[
         "new-session",
@@ -106,6 +109,17 @@ fn dashboard_in_a_real_terminal() {
         "env PS1='READY$ ' bash --norc --noprofile -i",
     ]);
     t.wait("the shell prompt", 10, |s| s.contains("READY$"));
+    t
+}
+
+#[test]
+fn dashboard_in_a_real_terminal() {
+    if !have_tmux() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.jsonl");
+    let t = start("run");
     let line = format!(
         "cd {} && VIRTUAL_ENV={} {} run --events {} {}",
         repo().display(),
@@ -150,4 +164,41 @@ fn dashboard_in_a_real_terminal() {
         last.contains("\"run_end\"") && last.contains("\"interrupted\""),
         "{last}"
     );
+}
+
+#[test]
+fn top_follows_a_growing_file() {
+    if !have_tmux() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("rank0.jsonl");
+    let recorded = std::fs::read_to_string(repo().join("tests/data/train_mlp.jsonl")).unwrap();
+    let lines: Vec<&str> = recorded.lines().collect();
+    // The first 10 lines, the last one cut in the middle.
+    let mut head = lines[..10].join("\n");
+    head.push('\n');
+    head.push_str(&lines[10][..15]);
+    std::fs::write(&events, &head).unwrap();
+    let t = start("top");
+    t.send(&[
+        &format!("{} top {}", env!("CARGO_BIN_EXE_tpuport"), events.display()),
+        "Enter",
+    ]);
+    let s = t.wait("the dashboard", 20, |s| s.contains("Step time"));
+    let before = step_on(&s).unwrap();
+    // The writer goes on: the rest of the cut line, a malformed line, everything else.
+    let mut rest = lines[10][15..].to_string();
+    rest.push_str("\n{oops\n");
+    rest.push_str(&lines[11..].join("\n"));
+    rest.push('\n');
+    let mut f = std::fs::OpenOptions::new().append(true).open(&events).unwrap();
+    std::io::Write::write_all(&mut f, rest.as_bytes()).unwrap();
+    let s = t.wait("all 30 steps and the summary", 20, |s| {
+        step_on(s) == Some(30) && s.contains("Summary")
+    });
+    assert!(before < 30);
+    assert!(s.contains("1 malformed lines skipped"), "{s}");
+    t.send(&["q"]);
+    t.wait("the prompt", 10, |s| s.trim_end().ends_with("READY$") && !s.contains("Summary"));
 }

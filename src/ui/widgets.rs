@@ -12,7 +12,7 @@ use ratatui::widgets::{
 };
 
 use super::app::{App, Pane};
-use crate::profile::aggregate::{Aggregator, WindowStats};
+use crate::profile::aggregate::{Aggregator, MemPoint, WindowStats};
 use crate::profile::summary::bytes;
 
 /// What the frame needs besides the data and the view state.
@@ -277,23 +277,22 @@ fn draw_memory(f: &mut Frame, area: Rect, app: &App, agg: &Aggregator, view: (f6
     ])
     .areas(inner);
     let cap = agg.capacity();
-    let device: Vec<(f64, u64)> = agg
-        .memory
+    // Device memory where any was reported, else the process RSS. Only the window is copied.
+    let device = agg.summary.peak_device.is_some();
+    let what = if device { "device" } else { "RSS" };
+    let value = |m: &MemPoint| if device { m.device } else { m.rss };
+    let a = agg.memory.partition_point(|m| m.t < view.0);
+    let b = agg.memory.partition_point(|m| m.t <= view.1);
+    let series: Vec<(f64, u64)> = agg.memory[a..b]
         .iter()
-        .filter_map(|m| m.device.map(|d| (m.t, d)))
+        .filter_map(|m| value(m).map(|v| (m.t, v)))
         .collect();
-    let (series, what) = if device.is_empty() {
-        let rss: Vec<(f64, u64)> = agg
-            .memory
-            .iter()
-            .filter_map(|m| m.rss.map(|d| (m.t, d)))
-            .collect();
-        (rss, "RSS")
+    let current = agg.memory.iter().rev().find_map(value);
+    let peak = if device {
+        agg.summary.peak_device
     } else {
-        (device, "device")
+        agg.summary.peak_rss
     };
-    let current = series.last().map(|p| p.1);
-    let peak = series.iter().map(|p| p.1).max();
     match (current, cap) {
         (Some(cur), Some(c)) if what == "device" => {
             let ratio = (cur as f64 / c as f64).clamp(0.0, 1.0);
