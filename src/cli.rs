@@ -52,8 +52,12 @@ enum Command {
 #[derive(Args)]
 struct RunArgs {
     /// The script to run, then its own arguments (use `--` before arguments that start with `-`).
-    #[arg(required = true)]
-    script: PathBuf,
+    #[arg(required_unless_present = "module")]
+    script: Option<PathBuf>,
+    /// Run a module as `python -m NAME` does (e.g. `-m torch.tpu.distributed` on the sim
+    /// target); every positional argument goes to it.
+    #[arg(short = 'm', long = "module", value_name = "NAME")]
+    module: Option<String>,
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     args: Vec<String>,
     /// Where to run: a real TPU, the simulated TPU on this machine, or the host as written.
@@ -344,9 +348,22 @@ fn run_script(a: RunArgs) -> Result<u8> {
     {
         bail!("--timeout must be a positive number of seconds, got {t}");
     }
+    let (script, args) = match (&a.module, a.script) {
+        (Some(m), first) => (
+            PathBuf::from(m),
+            first
+                .map(|f| f.to_string_lossy().into_owned())
+                .into_iter()
+                .chain(a.args)
+                .collect(),
+        ),
+        (None, Some(s)) => (s, a.args),
+        (None, None) => unreachable!("clap requires a script or --module"),
+    };
     let code = tpuport::runtime::run(tpuport::runtime::RunOptions {
-        script: a.script,
-        args: a.args,
+        script,
+        module: a.module,
+        args,
         request,
         python: a.python,
         events: a.events,

@@ -401,3 +401,36 @@ fn numerics_compares_float32_with_tpu_precision() {
         "{stdout}"
     );
 }
+
+/// `python -m torch.tpu.distributed` as TorchTPU prints it, for one host (via `tpuport run -m`).
+#[test]
+fn launch_variables_module() {
+    let venv = venv();
+    let dir = tempfile::tempdir().unwrap();
+    let out = tpuport(&venv)
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--target",
+            "sim",
+            "--no-tui",
+            "-m",
+            "torch.tpu.distributed",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().take(5).collect();
+    assert_eq!(lines[0], "TORCH_TPU_TOPOLOGY=\"1,1,1\"");
+    assert!(
+        lines[1].starts_with("TORCH_TPU_SLICEBUILDER_ADDRESSES=\"localhost:"),
+        "{stdout}"
+    );
+    assert!(
+        lines[2].starts_with("TORCH_TPU_XPROF_SESSION_ID=\""),
+        "{stdout}"
+    );
+    assert_eq!(lines[3], "WORLD_SIZE=1");
+    assert_eq!(lines[4], "NODE_RANK=\"0\"");
+}

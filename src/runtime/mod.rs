@@ -78,7 +78,10 @@ const AGENT_FILES: &[(&str, &str)] = &[
 ];
 
 pub struct RunOptions {
+    /// The script (with `module`: the module's name, for display and the events file name).
     pub script: PathBuf,
+    /// Run this module as `python -m` does instead of a script file.
+    pub module: Option<String>,
     pub args: Vec<String>,
     pub request: Request,
     pub python: Option<PathBuf>,
@@ -104,7 +107,7 @@ pub struct SimOptions {
 }
 
 pub fn run(opts: RunOptions) -> Result<i32> {
-    if !opts.script.is_file() {
+    if opts.module.is_none() && !opts.script.is_file() {
         bail!(
             "{}: no such script; pass the path of a Python file (and its arguments after `--`)",
             opts.script.display()
@@ -127,9 +130,13 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0);
-    let script = std::fs::canonicalize(&opts.script).unwrap_or_else(|_| opts.script.clone());
+    let script = match &opts.module {
+        Some(_) => opts.script.clone(),
+        None => std::fs::canonicalize(&opts.script).unwrap_or_else(|_| opts.script.clone()),
+    };
     let config = json!({
         "script": script,
+        "module": opts.module,
         "args": opts.args,
         "target": plan.target.as_str(),
         "mode": opts.request.mode.as_str(),

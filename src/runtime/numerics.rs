@@ -69,6 +69,7 @@ pub fn numerics(opts: NumericsOptions) -> Result<i32> {
         }
         let code = super::run(RunOptions {
             script: opts.script.clone(),
+            module: None,
             args: opts.args.clone(),
             request: Request {
                 target: TargetRequest::Sim,

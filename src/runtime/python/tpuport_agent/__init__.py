@@ -451,8 +451,13 @@ class Agent:
             signal.signal(signal.SIGINT, signal.default_int_handler)
         except ValueError:
             pass
-        sys.argv = [script] + list(cfg.get("args", []))
-        sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+        module = cfg.get("module")
+        if module:
+            sys.argv = [module] + list(cfg.get("args", []))
+            sys.path.insert(0, os.getcwd())  # as `python -m` does
+        else:
+            sys.argv = [script] + list(cfg.get("args", []))
+            sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
         self.install_warning_hook()
         self.script_start = time.perf_counter()
 
@@ -466,7 +471,16 @@ class Agent:
         self.script_start = time.perf_counter()
         code = 0
         try:
-            runpy.run_path(script, run_name="__main__")
+            if module:
+                if module == "torch" or module.startswith("torch."):
+                    import torch  # noqa: F401  (the sim serves torch.tpu once torch is imported)
+                served = sys.modules.get(module)
+                if getattr(served, "__name__", "").startswith("tpuport_agent.simtpu") and hasattr(served, "main"):
+                    served.main()  # the sim's torch.tpu.* module (`python -m torch.tpu.distributed`)
+                else:
+                    runpy.run_module(module, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(script, run_name="__main__")
         except SystemExit as e:
             code = exit_code(e.code)
             if code != 0:
