@@ -1,7 +1,7 @@
 """A small decoder-only language model trained with torch_xla.compile and torch_xla.sync.
 
 In the style of the PyTorch/XLA 2.x examples (examples/train_decoder_only_base.py):
-one device, the training step compiled with torch_xla.compile, the graph cut with
+one device, the forward pass and loss compiled with torch_xla.compile, the graph cut with
 torch_xla.sync() at the end of each step. Synthetic tokens, no downloads.
 
     PJRT_DEVICE=TPU python decoder_lm.py --steps 20
@@ -77,20 +77,19 @@ def main():
     n_params = sum(p.numel() for p in model.parameters())
     print(f"parameters: {n_params / 1e3:.1f}K on {xm.xla_device_hw(device)}")
 
-    def train_step(tokens):
-        optimizer.zero_grad()
+    def forward_loss(tokens):
         logits = model(tokens[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tokens[:, 1:].reshape(-1))
-        loss.backward()
-        optimizer.step()
-        return loss
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), tokens[:, 1:].reshape(-1))
 
-    compiled_step = torch_xla.compile(train_step, full_graph=True)
+    compiled_loss = torch_xla.compile(forward_loss, full_graph=True)
     start = time.perf_counter()
     for step in range(1, args.steps + 1):
         tokens = torch.randint(0, args.vocab, (args.batch_size, args.seq_len + 1), device=device)
         with torch_xla.step():
-            loss = compiled_step(tokens)
+            optimizer.zero_grad()
+            loss = compiled_loss(tokens)
+            loss.backward()
+            optimizer.step()
         torch_xla.sync()
         if step % 5 == 0:
             xm.add_step_closure(lambda l=loss, s=step: print(f"step {s} loss {l.item():.3f} ppl {math.exp(l.item()):.1f}"))

@@ -1385,6 +1385,15 @@ impl<'a> Checker<'a> {
                 // The statement is the match, or a call of the matched name...
                 v if v.range() == target => true,
                 Expr::Call(c) if c.func.range() == target => true,
+                // ...or a print of the matched value alone: `print(met.metrics_report())`...
+                Expr::Call(c)
+                    if !string_match
+                        && c.arguments.args.len() == 1
+                        && c.arguments.args[0].range() == target
+                        && self.is_print(c) =>
+                {
+                    true
+                }
                 // ...or, for a string (an environment variable's name), a call taking it as a
                 // direct argument: `os.environ.setdefault("NCCL_DEBUG", "INFO")`.
                 Expr::Call(c) => {
@@ -1429,6 +1438,23 @@ impl<'a> Checker<'a> {
             .and_then(|b| Some(TextRange::new(b.first()?.start(), b.last()?.end())))
             .unwrap_or(stmt.range());
         Ok((delete_statement(self.src, stmt.range(), only), key))
+    }
+}
+
+/// Functions that only print their arguments: the builtin `print` (not shadowed),
+/// `xm.master_print` and the helper that replaces it.
+const PRINTERS: &[&str] = &["torch_xla.core.xla_model.master_print"];
+
+impl Checker<'_> {
+    fn is_print(&self, c: &ast::ExprCall) -> bool {
+        if let Expr::Name(n) = c.func.as_ref()
+            && (n.id.as_str() == "_tpuport_master_print"
+                || (n.id.as_str() == "print" && self.sem.resolve("print", n.start()).is_none()))
+        {
+            return true;
+        }
+        self.qualified(&c.func)
+            .is_some_and(|q| PRINTERS.contains(&q.as_str()))
     }
 }
 
