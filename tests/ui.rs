@@ -1,6 +1,6 @@
 //! Snapshot tests of every dashboard screen, drawn into ratatui's TestBackend from event streams
-//! recorded with `tpuport run` (tests/data/*.jsonl; `hbm_pressure.jsonl` is synthetic: the sim
-//! target reports no device memory yet).
+//! recorded with `tpuport run` (tests/data/*.jsonl, paths shortened; `hbm_pressure.jsonl` is
+//! synthetic: a steady climb past the v5e's 16 GiB).
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
@@ -110,6 +110,22 @@ fn hbm_does_not_fit() {
     let mut app = App::new(false);
     key(&mut app, &a, KeyCode::Tab);
     insta::assert_snapshot!(screen(&app, &a, None));
+}
+
+#[test]
+fn device_memory_recorded() {
+    // Recorded with the sim target's HBM tracker.
+    let a = agg("train_hbm", None);
+    let mut app = ended(&a);
+    key(&mut app, &a, KeyCode::Char('s'));
+    insta::assert_snapshot!(screen(&app, &a, None));
+}
+
+#[test]
+fn device_memory_over_a_small_hbm() {
+    // Recorded with `--hbm 1MiB`: the memory events carry that capacity.
+    let a = running("train_hbm_small");
+    insta::assert_snapshot!(screen(&App::new(false), &a, None));
 }
 
 #[test]

@@ -101,11 +101,9 @@ impl Aggregator {
         self.summary.run_end.as_ref()
     }
 
-    /// HBM capacity of one device of the run's chip, when known.
+    /// HBM capacity of one device, when known (see [`Summary::capacity`]).
     pub fn capacity(&self) -> Option<u64> {
-        self.run_start()
-            .and_then(|s| s.hbm_bytes)
-            .filter(|&c| c > 0)
+        self.summary.capacity()
     }
 
     pub fn add(&mut self, e: &Event) {

@@ -22,6 +22,9 @@ pub struct Summary {
     pub peak_rss: Option<u64>,
     pub syncs: u64,
     pub warnings: u64,
+    /// HBM per device as the memory events give it (`hbm_capacity`: the sim's `--hbm`), which
+    /// wins over the chip table's `run_start.hbm_bytes`.
+    pub hbm_capacity: Option<u64>,
 }
 
 impl Summary {
@@ -53,6 +56,9 @@ impl Summary {
                 }
                 if let Some(r) = m.rss {
                     self.peak_rss = Some(self.peak_rss.unwrap_or(0).max(r));
+                }
+                if let Some(c) = m.extra.get("hbm_capacity").and_then(|v| v.as_u64()) {
+                    self.hbm_capacity = Some(c);
                 }
             }
             Event::Sync(s) => self.syncs += s.counts.values().sum::<u64>(),
@@ -87,6 +93,13 @@ impl Summary {
         }
     }
 
+    /// HBM per device: from the memory events, else the chip table (`run_start.hbm_bytes`).
+    pub fn capacity(&self) -> Option<u64> {
+        self.hbm_capacity
+            .or_else(|| self.run_start.as_ref().and_then(|s| s.hbm_bytes))
+            .filter(|&c| c > 0)
+    }
+
     pub fn syncs_per_step(&self) -> Option<f64> {
         (self.steps > 0).then(|| self.syncs as f64 / self.steps as f64)
     }
@@ -118,8 +131,7 @@ impl Summary {
         ));
         let mut mem = vec![];
         if let Some(d) = self.peak_device {
-            let cap = self.run_start.as_ref().and_then(|s| s.hbm_bytes);
-            match cap {
+            match self.capacity() {
                 Some(c) if c > 0 => mem.push(format!(
                     "device peak {} of {} ({:.0}%)",
                     bytes(d),

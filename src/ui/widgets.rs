@@ -178,15 +178,6 @@ fn draw_steps(
         stats.steps,
         duration(view.1 - view.0)
     ))];
-    if let Some(first) = agg.summary.step_times.first()
-        && agg.summary.step_times.len() > 2
-        && agg.step_t.first().is_some_and(|&t| t >= view.0)
-    {
-        parts.push(Span::styled(
-            format!("  (step 1: {}, not charted)", ms(*first)),
-            Style::new().fg(Color::DarkGray),
-        ));
-    }
     if let (Some(p50), Some(p90)) = (stats.p50, stats.p90) {
         parts.push(Span::raw("  p50 "));
         parts.push(Span::styled(ms(p50), Style::new().bold().fg(Color::Green)));
@@ -198,6 +189,15 @@ fn draw_steps(
     }
     if let Some(r) = stats.tokens_per_s {
         parts.push(Span::raw(format!("  {} tokens/s", rate(r))));
+    }
+    if let Some(first) = agg.summary.step_times.first()
+        && agg.summary.step_times.len() > 2
+        && agg.step_t.first().is_some_and(|&t| t >= view.0)
+    {
+        parts.push(Span::styled(
+            format!("  (step 1: {}, not charted)", ms(*first)),
+            Style::new().fg(Color::DarkGray),
+        ));
     }
     f.render_widget(Paragraph::new(Line::from(parts)), text);
     let (mut a, b) = (
@@ -340,15 +340,14 @@ fn draw_memory(f: &mut Frame, area: Rect, app: &App, agg: &Aggregator, view: (f6
     let a = series.partition_point(|p| p.0 < view.0);
     let b = series.partition_point(|p| p.0 <= view.1);
     let xs: Vec<f64> = series[a..b].iter().map(|p| p.0).collect();
-    let gib = 1024.0 * 1024.0 * 1024.0;
     let points = downsample(
         &xs,
-        |i| series[a + i].1 as f64 / gib,
+        |i| series[a + i].1 as f64,
         chart_area.width as usize * 2,
     );
-    let top = peak.unwrap_or(0) as f64 / gib;
-    let cap_g = cap.filter(|_| what == "device").map(|c| c as f64 / gib);
-    let ymax = cap_g.unwrap_or(0.0).max(top).max(1e-6) * 1.05;
+    let top = peak.unwrap_or(0) as f64;
+    let cap_g = cap.filter(|_| what == "device").map(|c| c as f64);
+    let ymax = cap_g.unwrap_or(0.0).max(top).max(1.0) * 1.05;
     let cap_line = cap_g
         .map(|c| vec![(view.0, c), (view.1, c)])
         .unwrap_or_default();
@@ -379,7 +378,7 @@ fn draw_memory(f: &mut Frame, area: Rect, app: &App, agg: &Aggregator, view: (f6
         .y_axis(
             Axis::default()
                 .bounds([0.0, ymax])
-                .labels(["0".to_string(), format!("{ymax:.2}G")])
+                .labels(["0".to_string(), bytes(ymax as u64)])
                 .style(Style::new().fg(Color::DarkGray)),
         );
     f.render_widget(chart, chart_area);
