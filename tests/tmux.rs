@@ -192,7 +192,10 @@ fn top_follows_a_growing_file() {
     rest.push_str("\n{oops\n");
     rest.push_str(&lines[11..].join("\n"));
     rest.push('\n');
-    let mut f = std::fs::OpenOptions::new().append(true).open(&events).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&events)
+        .unwrap();
     std::io::Write::write_all(&mut f, rest.as_bytes()).unwrap();
     let s = t.wait("all 30 steps and the summary", 20, |s| {
         step_on(s) == Some(30) && s.contains("Summary")
@@ -200,5 +203,72 @@ fn top_follows_a_growing_file() {
     assert!(before < 30);
     assert!(s.contains("1 malformed lines skipped"), "{s}");
     t.send(&["q"]);
-    t.wait("the prompt", 10, |s| s.trim_end().ends_with("READY$") && !s.contains("Summary"));
+    t.wait("the prompt", 10, |s| {
+        s.trim_end().ends_with("READY$") && !s.contains("Summary")
+    });
+}
+
+#[test]
+fn ctrl_c_sigterm_and_a_crash_leave_a_working_terminal() {
+    if !have_tmux() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let venv = venv();
+    let t = start("signals");
+    let run = |script: &str, events: &Path| {
+        let pid = dir.path().join("pid");
+        // `exec` so the pid file names tpuport itself.
+        let line = format!(
+            "cd {} && VIRTUAL_ENV={} sh -c 'echo $$ > {}; exec {} run --events {} {}'",
+            repo().display(),
+            venv.display(),
+            pid.display(),
+            env!("CARGO_BIN_EXE_tpuport"),
+            events.display(),
+            script
+        );
+        t.send(&[&line, "Enter"]);
+        pid
+    };
+
+    // Ctrl-C is a key in raw mode: it interrupts the script; the summary screen stays.
+    let ev = dir.path().join("ctrl_c.jsonl");
+    run("tests/scripts/tui_steps.py", &ev);
+    t.wait("steps", 60, |s| step_on(s).is_some_and(|n| n >= 2));
+    t.send(&["C-c"]);
+    t.wait("the summary screen", 30, |s| {
+        s.contains("The script ended: interrupted (exit 130)")
+    });
+    t.send(&["q"]);
+    let s = t.wait("the prompt", 10, |s| s.trim_end().ends_with("READY$"));
+    assert!(s.contains("was interrupted (exit 130)"), "{s}");
+
+    // SIGTERM from elsewhere: the script is interrupted and the dashboard leaves by itself.
+    t.send(&["clear", "Enter"]);
+    let ev = dir.path().join("term.jsonl");
+    let pid_file = run("tests/scripts/tui_steps.py", &ev);
+    t.wait("steps", 60, |s| step_on(s).is_some_and(|n| n >= 2));
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    Command::new("kill")
+        .args(["-TERM", pid.trim()])
+        .status()
+        .unwrap();
+    let s = t.wait("the prompt after SIGTERM", 30, |s| {
+        s.contains("events: ") && s.trim_end().ends_with("READY$")
+    });
+    assert!(!s.contains("Step time"), "{s}");
+
+    // A script that crashes: the summary says how, and the terminal comes back.
+    t.send(&["clear", "Enter"]);
+    let ev = dir.path().join("segv.jsonl");
+    run("tests/scripts/fail_segv.py", &ev);
+    t.wait("the summary screen", 60, |s| {
+        s.contains("The script ended: signal (exit 139)")
+    });
+    t.send(&["q"]);
+    let s = t.wait("the prompt", 10, |s| s.trim_end().ends_with("READY$"));
+    assert!(s.contains("crashed (SIGSEGV)"), "{s}");
+    t.send(&["echo ok-$((40+2))", "Enter"]);
+    t.wait("the shell to answer", 10, |s| s.contains("\nok-42"));
 }
