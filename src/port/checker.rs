@@ -311,7 +311,7 @@ impl<'a> Checker<'a> {
     }
 
     fn is_active(&self, i: usize) -> bool {
-        self.active[i]
+        self.active[i] && structural::applies_here(self.rule(i), self.facts)
     }
 
     fn text(&self, r: TextRange) -> &'a str {

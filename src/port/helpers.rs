@@ -121,10 +121,20 @@ pub fn sync(text: &str, helpers: &[Helper]) -> (String, Synced) {
                 0
             }
         };
+        // Two blank lines between the helpers and the code after them.
         let rest = &text[pos..];
-        if !rest.is_empty() && !rest.starts_with(eol) {
-            block.push_str(eol);
-            block.push_str(eol);
+        if !rest.is_empty() {
+            let mut blank = 0;
+            let mut r = rest;
+            while blank < 2
+                && let Some(after) = r.strip_prefix(eol)
+            {
+                blank += 1;
+                r = after;
+            }
+            for _ in blank..2 {
+                block.push_str(eol);
+            }
         }
         edits.push(Edit::insert(TextSize::try_from(pos).unwrap(), block));
         done.inserted = missing.iter().map(|s| s.to_string()).collect();

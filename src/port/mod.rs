@@ -145,16 +145,7 @@ pub fn migrate_source(
         let active = index.active(&text);
         diags = checker::check(&text, &parsed, &sem, rules, index, &active, &facts);
     }
-    if text != source {
-        text = imports::remove_unused(&text, &used_before);
-    }
-    let mut retired = 0;
-    if converged && rules.rules.iter().any(|r| r.id == RETIRE_RULE) {
-        (text, retired) = structural::retire_imports(&text);
-        if retired > 0 {
-            applied_ids.extend(rules.rules.iter().position(|r| r.id == RETIRE_RULE));
-        }
-    }
+    // Helpers first: an import a helper uses (os) then stays where it was.
     if converged {
         let (synced_text, synced) = helpers::sync(&text, &rules.helpers);
         let mut roots: Vec<String> = rules
@@ -171,6 +162,16 @@ pub fn migrate_source(
         } else {
             helpers::sync(&imports::add_imports(&text, &roots), &rules.helpers).0
         };
+    }
+    if text != source {
+        text = imports::remove_unused(&text, &used_before);
+    }
+    let mut retired = 0;
+    if converged && rules.rules.iter().any(|r| r.id == RETIRE_RULE) {
+        (text, retired) = structural::retire_imports(&text);
+        if retired > 0 {
+            applied_ids.extend(rules.rules.iter().position(|r| r.id == RETIRE_RULE));
+        }
     }
     // Removing the first statements (the imports) must not leave the file opening with blank lines.
     if text != source && !source.starts_with(['\n', '\r']) {

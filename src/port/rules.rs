@@ -167,6 +167,12 @@ struct RuleDef {
     /// ...and none of these.
     #[serde(default)]
     unless_uses: Vec<String>,
+    /// The rule only applies in files that use one of these qualified names...
+    #[serde(default)]
+    only_if_uses: Vec<String>,
+    /// ...and never in files that use one of these.
+    #[serde(default)]
+    not_if_uses: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -347,6 +353,10 @@ pub struct Rule {
     /// The fix is unsafe in files that use one of these names and none of `unless_uses`.
     pub unsafe_if_uses: Vec<String>,
     pub unless_uses: Vec<String>,
+    /// The rule applies only in files that use one of these (empty: any file)...
+    pub only_if_uses: Vec<String>,
+    /// ...and none of these.
+    pub not_if_uses: Vec<String>,
     /// Substrings that must all occur in a file for this rule to possibly fire (ASCII
     /// case-insensitive; `a|b` = either); empty = always check.
     pub needles: Vec<String>,
@@ -814,6 +824,8 @@ fn compile_rule(
     }
     check_qualified(&def.unsafe_if_uses)?;
     check_qualified(&def.unless_uses)?;
+    check_qualified(&def.only_if_uses)?;
+    check_qualified(&def.not_if_uses)?;
     Ok(Rule {
         id: def.id,
         family: family.to_string(),
@@ -832,6 +844,8 @@ fn compile_rule(
         note,
         unsafe_if_uses: def.unsafe_if_uses,
         unless_uses: def.unless_uses,
+        only_if_uses: def.only_if_uses,
+        not_if_uses: def.not_if_uses,
         needles,
         origin: origin.to_string(),
         line,

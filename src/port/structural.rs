@@ -3,7 +3,9 @@
 //!
 //! - [`FileFacts`]: what the file as given uses (qualified names), so a rule can be unsafe in a
 //!   multi-process script that does not wrap its model in DDP (`unsafe_if_uses`/`unless_uses`;
-//!   `xm.optimizer_step(opt)` → `opt.step()` drops the gradient averaging there);
+//!   `xm.optimizer_step(opt)` → `opt.step()` drops the gradient averaging there), or apply only
+//!   to some files (`only_if_uses`/`not_if_uses`: `xmp.spawn` joins the process group itself
+//!   only where the script never calls `init_process_group`);
 //! - [`unwrap_with`]: `with torch_xla.step(): body` → `body`, dedented (`unwrap = "with"`);
 //! - [`in_loop`], [`indent_of`]: where a rule's `note` comment goes (`note_in = "loop"` leaves
 //!   the explanation only where `xm.mark_step()` sat in a training loop);
@@ -60,18 +62,29 @@ impl FileFacts {
     }
 }
 
-/// Is the rule's fix unsafe in this file (it uses one of `unsafe_if_uses`, none of
-/// `unless_uses`)? A name matches itself and everything under it.
-pub fn unsafe_here(rule: &Rule, facts: &FileFacts) -> bool {
-    let uses = |names: &[String]| {
+impl FileFacts {
+    /// Does the file use one of `names` (a name matches itself and everything under it)?
+    pub fn uses_any(&self, names: &[String]) -> bool {
         names.iter().any(|n| {
-            facts
-                .uses
+            self.uses
                 .iter()
                 .any(|u| u == n || (u.starts_with(n.as_str()) && u[n.len()..].starts_with('.')))
         })
-    };
-    !rule.unsafe_if_uses.is_empty() && uses(&rule.unsafe_if_uses) && !uses(&rule.unless_uses)
+    }
+}
+
+/// Is the rule's fix unsafe in this file (it uses one of `unsafe_if_uses`, none of
+/// `unless_uses`)?
+pub fn unsafe_here(rule: &Rule, facts: &FileFacts) -> bool {
+    !rule.unsafe_if_uses.is_empty()
+        && facts.uses_any(&rule.unsafe_if_uses)
+        && !facts.uses_any(&rule.unless_uses)
+}
+
+/// Does the rule apply to this file at all (`only_if_uses`, `not_if_uses`)?
+pub fn applies_here(rule: &Rule, facts: &FileFacts) -> bool {
+    (rule.only_if_uses.is_empty() || facts.uses_any(&rule.only_if_uses))
+        && !facts.uses_any(&rule.not_if_uses)
 }
 
 /// Is the innermost function (or the module) around these ancestors running a loop here?
