@@ -3,10 +3,11 @@
 On a TPU a float32 matmul-class op runs on bf16 inputs: DEFAULT (TorchTPU's default, "medium")
 is one bf16 pass with f32 accumulation, HIGH three passes, HIGHEST six (each input split into
 bf16 pieces p0 + p1 + p2; the passes are the piece products with i + j below 1, 2, 3). The sim
-replaces the host kernels of mm, bmm, addmm, baddbmm, mv, addmv, convolution and
-convolution_backward (``torch.library``, so eager, compiled graphs and backward all go through
-it; 1-D ``dot`` stays native: its host kernel calls itself) and turns scaled_dot_product_attention into its matmul form. A product of two bf16 values is
-exact in f32, so an f32 kernel on bf16-rounded pieces is "bf16 x bf16, f32 accumulate".
+replaces the host kernels of mm, bmm, addmm, baddbmm, mv, addmv and convolution
+(``torch.library``, so eager code, compiled graphs and the matmuls of backward all go through
+it). Two stay at host precision because their host ``out=`` kernels call the functional op
+again: 1-D ``dot`` and ``convolution_backward`` (so a conv's gradients are float32). scaled_dot_product_attention runs in its matmul form.
+A product of two bf16 values is exact in f32, so an f32 kernel on bf16-rounded pieces is "bf16 x bf16, f32 accumulate".
 
 Only float32 inputs are touched; bf16 (autocast) and other dtypes run as they are.
 """
@@ -142,35 +143,8 @@ def install(torch, precision, host):
         out = _passes(x, w, conv)
         return out if bias is None else out.add_(bias.reshape((1, -1) + (1,) * (out.dim() - 2)))
 
-    def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
-                             groups, output_mask):
-        def bw(g, xi, wi, mask):
-            outs = dict(out0=xi.new_empty(x.shape), out1=wi.new_empty(w.shape),
-                        out2=g.new_empty(bias_sizes if bias_sizes else (0,)))
-            return aten.convolution_backward.out(g, xi, wi, bias_sizes, stride, padding, dilation, transposed,
-                                                 output_padding, groups, mask, **outs)
-
-        if not f32(grad, x, w):
-            return tuple(t if m else None for t, m in zip(bw(grad, x, w, output_mask), output_mask))
-        level = current()
-        pairs = PASSES[level]
-        n = 1 + max(max(i, j) for i, j in pairs)
-        pg, px, pw = split(grad, n), split(x, n), split(w, n)
-        gi = gw = None
-        for i, j in pairs:
-            r = bw(pg[i], px[j], pw[j], [output_mask[0], output_mask[1], False])
-            if output_mask[0]:
-                gi = r[0] if gi is None else gi.add_(r[0])
-            if output_mask[1]:
-                gw = r[1] if gw is None else gw.add_(r[1])
-        gb = None
-        if output_mask[2]:
-            gb = bw(grad, x, w, [False, False, True])[2]
-        return gi, gw, gb
-
     for name, fn in (("mm", mm), ("bmm", bmm), ("mv", mv), ("addmm", addmm), ("addmv", addmv),
-                     ("baddbmm", baddbmm), ("convolution", convolution),
-                     ("convolution_backward", convolution_backward)):
+                     ("baddbmm", baddbmm), ("convolution", convolution)):
         _LIB.impl(name, fn, key)
 
 
