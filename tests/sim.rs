@@ -344,6 +344,7 @@ fn hbm_tracker_strict_hbm_and_defer_fuse_syncs() {
         stdout.contains("oom raised: the TPU ran out of memory"),
         "{stdout}"
     );
+    assert!(stdout.contains("take note ok"), "{stdout}");
     let evs = events(&ev);
     assert!(evs.iter().any(|e| matches!(e, Event::Memory(m)
         if m.extra.get("forecast").and_then(|v| v.as_bool()) == Some(true)

@@ -34,3 +34,12 @@ except torch.OutOfMemoryError as e:
     print("oom raised:", str(e).splitlines()[0][:160], flush=True)
 else:
     raise AssertionError("no OutOfMemoryError past the simulated HBM")
+del keep, more
+# Without --debug-checks a TPU does not check take() indices; the sim says so when the host does.
+try:
+    torch.take(torch.arange(4, device="tpu"), torch.tensor([100], device="tpu"))
+except (IndexError, RuntimeError) as e:
+    assert "TORCH_TPU_ENABLE_DEBUG_CHECKS" in str(e), str(e)
+    print("take note ok", flush=True)
+else:
+    raise AssertionError("out-of-range take() did not raise on the host")
