@@ -157,6 +157,9 @@ assert set(tpu.__all__) >= set(checked) - {"TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS"}
 # ---- torch.accelerator --------------------------------------------------------------------------------
 acc = torch.accelerator
 assert acc.is_available() and acc.device_count() == 1 and acc.current_device_index() == 0
+dev = acc.current_accelerator()
+assert dev.type == "tpu" and str(dev) == "tpu:0" and dev.index == 0, dev
+assert torch.zeros(2, device=dev).sum().item() == 0 and nn.Linear(2, 2).to(dev)(torch.ones(1, 2, device=dev)).shape == (1, 2)
 acc.set_device_index(0)
 raises(RuntimeError, "one tpu device per process", acc.set_device_index, 1)
 acc.synchronize()

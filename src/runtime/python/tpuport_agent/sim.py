@@ -62,6 +62,22 @@ TAKE_CHECK = (
 )
 
 
+class SimDevice(str):
+    """What ``torch.accelerator.current_accelerator()`` gives the script on the sim target: the
+    string ``"tpu:0"`` with ``.type == "tpu"`` and ``.index == 0``, which torch accepts wherever a
+    device goes and the sim maps to the host (a torch.device of type "tpu" cannot exist without
+    TorchTPU)."""
+
+    type = "tpu"
+    index = 0
+
+    def __new__(cls):
+        return str.__new__(cls, "tpu:0")
+
+    def __repr__(self):
+        return "device(type='tpu', index=0)"
+
+
 def _is_tpu(d):
     import torch
 
@@ -198,7 +214,9 @@ def _install_accelerator(torch):
     def synchronize(device=None, /):
         host_sync()
 
+    device = SimDevice()
     patches = {
+        "current_accelerator": lambda check_available=False: device,
         "is_available": lambda check_available=True: True,
         "device_count": lambda: 1,
         "current_device_index": lambda: 0,
