@@ -272,3 +272,43 @@ fn ctrl_c_sigterm_and_a_crash_leave_a_working_terminal() {
     t.send(&["echo ok-$((40+2))", "Enter"]);
     t.wait("the shell to answer", 10, |s| s.contains("\nok-42"));
 }
+
+#[test]
+fn top_over_a_folder_of_ranks() {
+    if !have_tmux() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let recorded = |name: &str| std::fs::read_to_string(repo().join(name)).unwrap();
+    std::fs::write(
+        dir.path().join("rank0.jsonl"),
+        recorded("tests/data/train_mlp.jsonl"),
+    )
+    .unwrap();
+    let t = start("ranks");
+    t.send(&[
+        &format!(
+            "{} top {}",
+            env!("CARGO_BIN_EXE_tpuport"),
+            dir.path().display()
+        ),
+        "Enter",
+    ]);
+    t.wait("rank 0", 20, |s| {
+        s.contains("rank0.jsonl") && s.contains("Summary")
+    });
+    // A second rank starts writing: it is picked up, and `n` shows it.
+    std::fs::write(
+        dir.path().join("rank1.jsonl"),
+        recorded("tests/data/mlp_limit.jsonl"),
+    )
+    .unwrap();
+    t.wait("two files", 20, |s| s.contains("rank0.jsonl (1/2)"));
+    t.send(&["n"]);
+    let s = t.wait("rank 1", 20, |s| s.contains("rank1.jsonl (2/2)"));
+    assert!(s.contains("mlp_compile.py"), "{s}");
+    t.send(&["q"]);
+    t.wait("the prompt", 10, |s| {
+        s.trim_end().ends_with("READY$") && !s.contains("Summary")
+    });
+}

@@ -191,3 +191,26 @@ fn empty_before_run_start() {
         Some("waiting for *.jsonl in runs")
     ));
 }
+
+#[test]
+fn tiny_terminal_does_not_break() {
+    // Every screen draws into a very small terminal without panicking.
+    let a = agg("mlp_limit", None);
+    for (w, h) in [(20, 5), (40, 12), (1, 1)] {
+        for keys in [&[][..], &[KeyCode::Char('s')], &[KeyCode::Char('?')]] {
+            let mut app = ended(&a);
+            for k in keys {
+                key(&mut app, &a, *k);
+            }
+            let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+            let ctx = Context::default();
+            t.draw(|f| draw(f, &app, &a, &ctx)).unwrap();
+        }
+    }
+    let mut app = App::new(false);
+    key(&mut app, &a, KeyCode::Char('q'));
+    let mut t = Terminal::new(TestBackend::new(30, 8)).unwrap();
+    t.draw(|f| draw(f, &app, &running("mlp_limit"), &Context::default()))
+        .unwrap();
+    insta::assert_snapshot!(format!("{}", t.backend()));
+}

@@ -71,7 +71,11 @@ pub fn run(path: &Path) -> Result<i32> {
                 dash.app.show_summary = false;
             }
         }
-        dash.source = label(&files, cur, path);
+        let source = label(&files, cur, path);
+        if source != dash.source {
+            dash.source = source;
+            dash.app.dirty = true;
+        }
         if dash.agg.run_end().is_some() {
             dash.app.script_ended();
         }
