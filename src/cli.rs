@@ -470,6 +470,9 @@ fn rule_text(a: RuleArgs) -> Result<String> {
         writeln!(o, "  {}", r.message)?;
         writeln!(o, "  fix: {}", r.fix.as_str())?;
         writeln!(o, "  matches: {}", describe(&r.matcher))?;
+        for c in r.conditions() {
+            writeln!(o, "  {c}")?;
+        }
         if let Some(adv) = &r.advice {
             writeln!(o, "  advice: {}", adv.trim())?;
         }

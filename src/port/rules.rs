@@ -366,6 +366,47 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// What else decides the rule's effect, one line each, for `tpuport rule ID`: the files it
+    /// applies to, when its fix is only unsafe, the comment it leaves.
+    pub fn conditions(&self) -> Vec<String> {
+        let mut out = vec![];
+        if !self.only_if_uses.is_empty() {
+            out.push(format!(
+                "applies only in files that use {}",
+                self.only_if_uses.join(", ")
+            ));
+        }
+        if !self.not_if_uses.is_empty() {
+            out.push(format!(
+                "not in files that use {}",
+                self.not_if_uses.join(", ")
+            ));
+        }
+        if !self.unsafe_if_uses.is_empty() {
+            let unless = if self.unless_uses.is_empty() {
+                String::new()
+            } else {
+                format!(", unless they use {}", self.unless_uses.join(", "))
+            };
+            out.push(format!(
+                "unsafe in files that use {}{unless}",
+                self.unsafe_if_uses.join(", ")
+            ));
+        }
+        if let Some(n) = &self.note {
+            let place = if n.only_in_loop {
+                " (inside loops)"
+            } else {
+                ""
+            };
+            out.push(format!(
+                "leaves the comment{place}: # tpuport {}: {}",
+                self.id, n.text
+            ));
+        }
+        out
+    }
+
     /// A fallback rule only fires where no other rule matched.
     pub fn is_fallback(&self) -> bool {
         match &self.matcher {
