@@ -2,40 +2,19 @@
 //! venv (`bash scripts/bootstrap`). Tests that import torch are few and grouped: each costs
 //! seconds just to `import torch`.
 
+mod common;
+
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command as Std;
+use std::path::Path;
 use std::time::Duration;
 
 use assert_cmd::Command;
+use common::{events, repo, venv};
 use tpuport::profile::event::Event;
 use tpuport::profile::summary::Summary;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The project venv, created (once) by scripts/bootstrap.
-fn venv() -> PathBuf {
-    let out = Std::new("bash")
-        .arg(repo().join("scripts/bootstrap"))
-        .output()
-        .expect("bash");
-    assert!(
-        out.status.success(),
-        "scripts/bootstrap failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let path = String::from_utf8(out.stdout).unwrap();
-    PathBuf::from(path.lines().last().unwrap().trim())
-}
-
 fn tpuport(venv: &Path) -> Command {
-    let mut c = Command::cargo_bin("tpuport").unwrap();
-    c.env("VIRTUAL_ENV", venv)
-        .env_remove("PYTHONPATH")
-        .timeout(Duration::from_secs(300));
-    c
+    common::tpuport(venv, 300)
 }
 
 fn script(name: &str) -> String {
@@ -44,24 +23,6 @@ fn script(name: &str) -> String {
         .join(name)
         .display()
         .to_string()
-}
-
-/// Every line is a valid event; the first is run_start and the last run_end.
-fn events(path: &Path) -> Vec<Event> {
-    let text = fs::read_to_string(path).unwrap();
-    let evs: Vec<Event> = text
-        .lines()
-        .map(|l| Event::parse(l).unwrap_or_else(|e| panic!("invalid event line ({e}): {l}")))
-        .collect();
-    assert!(
-        matches!(evs.first(), Some(Event::RunStart(_))),
-        "first event is not run_start"
-    );
-    assert!(
-        matches!(evs.last(), Some(Event::RunEnd(_))),
-        "last event is not run_end"
-    );
-    evs
 }
 
 fn run_end(evs: &[Event]) -> &tpuport::profile::event::RunEnd {

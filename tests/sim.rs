@@ -4,48 +4,17 @@
 //! every public torch.tpu name, precision bounds, and the HBM tracker. Each test starts Python
 //! (seconds for `import torch`), so they are few and each checks a lot.
 
+mod common;
+
 use std::fs;
-use std::path::{Path, PathBuf};
 use std::process::Command as Std;
-use std::time::Duration;
 
 use assert_cmd::Command;
+use common::{events, repo, success, venv};
 use tpuport::profile::event::Event;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn venv() -> PathBuf {
-    let out = Std::new("bash")
-        .arg(repo().join("scripts/bootstrap"))
-        .output()
-        .expect("bash");
-    assert!(
-        out.status.success(),
-        "scripts/bootstrap failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let path = String::from_utf8(out.stdout).unwrap();
-    PathBuf::from(path.lines().last().unwrap().trim())
-}
-
-fn tpuport(venv: &Path) -> Command {
-    let mut c = Command::cargo_bin("tpuport").unwrap();
-    c.env("VIRTUAL_ENV", venv)
-        .env_remove("PYTHONPATH")
-        .timeout(Duration::from_secs(600));
-    c
-}
-
-fn events(path: &Path) -> Vec<Event> {
-    let text = fs::read_to_string(path).unwrap();
-    let evs: Vec<Event> = text
-        .lines()
-        .map(|l| Event::parse(l).unwrap_or_else(|e| panic!("invalid event line ({e}): {l}")))
-        .collect();
-    assert!(matches!(evs.last(), Some(Event::RunEnd(_))), "no run_end");
-    evs
+fn tpuport(venv: &std::path::Path) -> Command {
+    common::tpuport(venv, 600)
 }
 
 fn gpt() -> String {
@@ -91,12 +60,7 @@ fn gpt_trains_fifty_steps_on_the_sim_target() {
         .args([gpt().as_str(), "--steps", "50"])
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = success(&out);
     let l = losses(&stdout);
     assert_eq!(l.first().map(|x| x.0), Some(0), "{stdout}");
     assert_eq!(l.last().map(|x| x.0), Some(49), "{stdout}");
@@ -140,11 +104,7 @@ fn recompiles_per_shape_until_the_limit_and_buckets_keep_two() {
         .args([gpt().as_str(), "--steps", "11", "--vary-seq", "11"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    success(&out);
     let evs = events(&ev);
     let compiles = forward_compiles(&evs);
     let ok: Vec<_> = compiles.iter().filter(|c| c.status == "ok").collect();
@@ -216,12 +176,7 @@ fn two_rank_ddp_with_tpu_dist_under_torchrun() {
         ])
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = success(&out);
     let l = losses(&stdout);
     assert!(l.iter().any(|x| x.0 == 11), "{stdout}");
     // One events file per rank (the rank is in the default name).
@@ -253,12 +208,7 @@ fn torch_tpu_api_and_precision_on_the_sim_target() {
         .arg(repo().join("tests/scripts/sim_api.py"))
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = success(&out);
     let public = [
         "EagerMode",
         "Event",
@@ -334,12 +284,7 @@ fn hbm_tracker_strict_hbm_and_defer_fuse_syncs() {
         .arg(repo().join("tests/scripts/sim_hbm.py"))
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = success(&out);
     assert!(
         stdout.contains("oom raised: the TPU ran out of memory"),
         "{stdout}"
@@ -373,12 +318,7 @@ fn numerics_compares_float32_with_tpu_precision() {
         .arg(repo().join("examples/tpu/train_mlp.py"))
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = success(&out);
     let rows: Vec<Vec<f64>> = stdout
         .lines()
         .filter_map(|l| {
