@@ -143,7 +143,9 @@ enum HbmTrackArg {
 /// `512MiB`, `8GiB`, `16G`, `1000000` (bytes).
 fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let n: f64 = num
         .parse()
