@@ -1026,6 +1026,10 @@ impl<'a> Checker<'a> {
                 Ok(self.make_fix(rule, vec![delete_item(&items, idx, call)], vec![], false))
             }
             Action::Remove(RemoveKind::Statement) => {
+                if !rule.params.is_empty() {
+                    // Arguments can stop the removal (`xm.mark_step(wait=True)`).
+                    self.bind(rule, m)?;
+                }
                 let target = m.reference.or(m.call.map(|c| c.range())).unwrap_or(m.range);
                 self.removal_fix(rule, target, 0, false)
             }
@@ -1177,6 +1181,9 @@ impl<'a> Checker<'a> {
             let explicit = template::has_explicit(conv, kind);
             if kind.listed_in(&conv.manual_for) && !explicit {
                 let text = b.values.get(p).map(|v| v.text).unwrap_or(p.as_str());
+                if matches!(kind, ArgKind::True | ArgKind::False) {
+                    return Err(format!("`{p}={text}`: no mechanical rewrite"));
+                }
                 return Err(format!(
                     "`{text}` is {}: no mechanical rewrite",
                     template::kind_name(kind)
