@@ -95,14 +95,14 @@ pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<Run>> {
                 .unwrap_or_default()
         })
         .collect();
-    let by_mode = runs.len() == 2 && modes[0] != modes[1] && !modes.iter().any(|m| m.is_empty());
+    let by_mode = runs.len() == 2 && modes[0] != modes[1] && !modes.iter().any(String::is_empty);
     for (i, r) in runs.iter_mut().enumerate() {
         let stem = r
             .path
             .file_stem()
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_default();
-        let tag = if runs_len_two(paths) {
+        let tag = if paths.len() == 2 {
             ["A: ", "B: "][i]
         } else {
             ""
@@ -114,10 +114,6 @@ pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<Run>> {
         };
     }
     Ok(runs)
-}
-
-fn runs_len_two(paths: &[PathBuf]) -> bool {
-    paths.len() == 2
 }
 
 pub fn ms(s: Option<f64>) -> String {

@@ -220,10 +220,22 @@ pub fn launch(l: Launch) -> Result<i32> {
             Err(mpsc::RecvTimeoutError::Disconnected) => open_streams = 0,
         }
         if let Some(d) = sink.dash.as_mut() {
-            for a in d.tick()? {
-                if a == Action::Interrupt && exited.is_none() {
-                    ui_interrupts += 1;
-                    interrupts.fetch_add(1, Ordering::SeqCst);
+            match d.tick() {
+                Ok(actions) => {
+                    for a in actions {
+                        if a == Action::Interrupt && exited.is_none() {
+                            ui_interrupts += 1;
+                            interrupts.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                }
+                // The terminal went away or broke: keep running the script, without a dashboard.
+                Err(e) => {
+                    sink.dash = None;
+                    sink.step_lines = true;
+                    eprintln!(
+                        "tpuport: the dashboard stopped ({e:#}); one line per step from here"
+                    );
                 }
             }
         }
@@ -306,7 +318,10 @@ pub fn launch(l: Launch) -> Result<i32> {
     if let Some(mut d) = sink.dash.take() {
         // The summary screen stays until the user leaves (or a signal comes); dropping the
         // dashboard gives the terminal back before the summary is printed below.
-        d.wait_until_leave(|| interrupts.load(Ordering::SeqCst) > ui_interrupts)?;
+        if let Err(e) = d.wait_until_leave(|| interrupts.load(Ordering::SeqCst) > ui_interrupts) {
+            drop(d);
+            eprintln!("tpuport: the dashboard stopped: {e:#}");
+        }
     }
     eprintln!();
     eprintln!("{}", describe_end(&run_start, code, status_name, signal));
