@@ -41,6 +41,8 @@ pub struct ChartSpec {
     pub x_label: String,
     pub y_label: String,
     pub series: Vec<Series>,
+    /// Where the legend goes: away from where the lines usually end.
+    pub legend: SeriesLabelPosition,
 }
 
 /// Run colours: A blue, B orange.
@@ -90,6 +92,7 @@ pub fn step_time(runs: &[(&str, &Aggregator)]) -> ChartSpec {
         x_label: "step".into(),
         y_label: "ms".into(),
         series,
+        legend: SeriesLabelPosition::UpperRight,
     }
 }
 
@@ -134,6 +137,7 @@ pub fn memory(runs: &[(&str, &Aggregator)]) -> ChartSpec {
         x_label: "seconds".into(),
         y_label: "GiB".into(),
         series,
+        legend: SeriesLabelPosition::LowerRight,
     }
 }
 
@@ -143,8 +147,13 @@ pub fn compiles(runs: &[(&str, &Aggregator)]) -> ChartSpec {
         .iter()
         .enumerate()
         .map(|(i, (label, a))| {
+            // A staircase: the count holds until the next compile.
             let mut pts = vec![(0.0, 0.0)];
-            pts.extend(a.compiles.iter().map(|c| (c.t, c.total as f64)));
+            for c in &a.compiles {
+                let before = pts.last().map(|p| p.1).unwrap_or(0.0);
+                pts.push((c.t, before));
+                pts.push((c.t, c.total as f64));
+            }
             pts.push((a.last_t, a.summary.compiles as f64));
             Series {
                 label: label.to_string(),
@@ -159,6 +168,7 @@ pub fn compiles(runs: &[(&str, &Aggregator)]) -> ChartSpec {
         x_label: "seconds".into(),
         y_label: "compiles".into(),
         series,
+        legend: SeriesLabelPosition::LowerRight,
     }
 }
 
@@ -219,7 +229,7 @@ where
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
-        .position(SeriesLabelPosition::UpperRight)
+        .position(spec.legend.clone())
         .draw()
         .map_err(err)?;
     root.present().map_err(err)?;
