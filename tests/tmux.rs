@@ -179,13 +179,19 @@ fn top_follows_a_growing_file() {
     let mut head = lines[..10].join("\n");
     head.push('\n');
     head.push_str(&lines[10][..15]);
-    std::fs::write(&events, &head).unwrap();
+    // tpuport top starts before the job has written anything: it waits for the file.
     let t = start("top");
     t.send(&[
         &format!("{} top {}", env!("CARGO_BIN_EXE_tpuport"), events.display()),
         "Enter",
     ]);
-    let s = t.wait("the dashboard", 20, |s| s.contains("Step time"));
+    t.wait("the waiting dashboard", 20, |s| {
+        s.contains("waiting for run_start")
+    });
+    std::fs::write(&events, &head).unwrap();
+    let s = t.wait("the dashboard", 20, |s| {
+        s.contains("Step time") && s.contains("train_mlp.py")
+    });
     let before = step_on(&s).unwrap();
     // The writer goes on: the rest of the cut line, a malformed line, everything else.
     let mut rest = lines[10][15..].to_string();

@@ -18,7 +18,13 @@ use crate::profile::aggregate::Aggregator;
 use crate::profile::follow::{Follower, events_files};
 
 pub fn run(path: &Path) -> Result<i32> {
-    if !path.exists() {
+    // A file that does not exist yet is waited for (the job may not have started), as long as
+    // its folder exists.
+    let parent_exists = path
+        .parent()
+        .map(|p| p.as_os_str().is_empty() || p.is_dir())
+        .unwrap_or(false);
+    if !path.exists() && !parent_exists {
         bail!(
             "{}: no such file or folder; pass an events file (runs/*.jsonl) or a folder of them",
             path.display()
