@@ -1,6 +1,7 @@
 //! Benchmarks of the dashboard's data path (`cargo bench --bench dashboard`): the aggregator with
-//! 1 M step events (heap held, measured by a counting allocator, and time to add them), one frame
-//! drawn from it, and `tpuport report` on a 1 M-event file.
+//! 1 M step events (heap held, measured by a counting allocator, and time to add them), the same
+//! with a memory sample after every step (each one different: the worst case), one frame drawn
+//! from each, and `tpuport report` on a 1 M-event file.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::OnceLock;
@@ -9,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use tpuport::profile::aggregate::Aggregator;
-use tpuport::profile::event::{Event, Step};
+use tpuport::profile::event::{Event, Memory, Step};
 use tpuport::ui::app::App;
 use tpuport::ui::widgets::{Context, draw};
 
@@ -48,6 +49,29 @@ fn step(i: u64) -> Event {
     })
 }
 
+fn memory(i: u64) -> Event {
+    Event::Memory(Memory {
+        t: i as f64 * 0.005 + 0.001,
+        step: i + 1,
+        allocated: Some(1 << 30 | (i * 4096)),
+        peak: Some(2 << 30),
+        rss: Some(700 << 20 | (i * 64)),
+        ..Default::default()
+    })
+}
+
+fn filled_with_memory() -> &'static Aggregator {
+    static AGG: OnceLock<Aggregator> = OnceLock::new();
+    AGG.get_or_init(|| {
+        let mut a = Aggregator::new();
+        for i in 0..N {
+            a.add(&step(i));
+            a.add(&memory(i));
+        }
+        a
+    })
+}
+
 fn filled() -> &'static Aggregator {
     static AGG: OnceLock<Aggregator> = OnceLock::new();
     AGG.get_or_init(|| {
@@ -68,6 +92,14 @@ fn main() {
         held as f64 / 1e6,
         a.heap_bytes() as f64 / 1e6
     );
+    let before = LIVE.load(Ordering::SeqCst);
+    let a = filled_with_memory();
+    let held = LIVE.load(Ordering::SeqCst) - before;
+    println!(
+        "aggregator with {N} step events and {N} distinct memory samples: {:.1} MB held ({} samples kept)",
+        held as f64 / 1e6,
+        a.memory.len()
+    );
     divan::main();
 }
 
@@ -82,7 +114,15 @@ fn aggregate_1m_steps() -> Aggregator {
 
 #[divan::bench(args = [(120, 40), (200, 60)])]
 fn frame(b: divan::Bencher, size: (u16, u16)) {
-    let a = filled();
+    draw_frames(b, filled(), size);
+}
+
+#[divan::bench(args = [(120, 40)])]
+fn frame_with_memory(b: divan::Bencher, size: (u16, u16)) {
+    draw_frames(b, filled_with_memory(), size);
+}
+
+fn draw_frames(b: divan::Bencher, a: &Aggregator, size: (u16, u16)) {
     let mut t = Terminal::new(TestBackend::new(size.0, size.1)).unwrap();
     let app = App::new(false);
     let ctx = Context {

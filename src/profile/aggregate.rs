@@ -6,7 +6,8 @@
 //!
 //! Memory is bounded for long runs: per step it keeps 8 bytes of step time (in the summary) and
 //! 8 bytes of timestamp, plus 4 bytes each for samples and tokens only once a step reports them;
-//! the output pane and the compile table keep the latest lines only.
+//! memory samples take 24 bytes each, and a flat stretch of them only two; the output pane and
+//! the compile table keep the latest lines only.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -26,12 +27,31 @@ pub struct LogLine {
     pub line: String,
 }
 
-/// One memory sample: device bytes (allocated, else peak) and the process RSS.
+/// One memory sample: device bytes (allocated, else peak) and the process RSS; 24 bytes
+/// (`u64::MAX` stands for "not reported").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MemPoint {
     pub t: f64,
-    pub device: Option<u64>,
-    pub rss: Option<u64>,
+    device: u64,
+    rss: u64,
+}
+
+impl MemPoint {
+    pub fn new(t: f64, device: Option<u64>, rss: Option<u64>) -> MemPoint {
+        MemPoint {
+            t,
+            device: device.unwrap_or(u64::MAX),
+            rss: rss.unwrap_or(u64::MAX),
+        }
+    }
+
+    pub fn device(&self) -> Option<u64> {
+        (self.device != u64::MAX).then_some(self.device)
+    }
+
+    pub fn rss(&self) -> Option<u64> {
+        (self.rss != u64::MAX).then_some(self.rss)
+    }
 }
 
 /// Compile time per window of the run, for the "compiles over time" chart.
@@ -137,11 +157,17 @@ impl Aggregator {
                 }
                 self.compile_rows.push_back(c.clone());
             }
-            Event::Memory(m) => self.memory.push(MemPoint {
-                t: m.t,
-                device: m.allocated.or(m.peak),
-                rss: m.rss,
-            }),
+            Event::Memory(m) => {
+                let p = MemPoint::new(m.t, m.allocated.or(m.peak), m.rss);
+                // A flat stretch keeps its first and its latest sample only.
+                let n = self.memory.len();
+                let same = |q: &MemPoint| q.device == p.device && q.rss == p.rss;
+                if n >= 2 && same(&self.memory[n - 1]) && same(&self.memory[n - 2]) {
+                    self.memory[n - 1].t = p.t;
+                } else {
+                    self.memory.push(p);
+                }
+            }
             Event::Sync(s) => {
                 let n: u64 = s.counts.values().sum();
                 match self.syncs.last_mut() {
@@ -353,6 +379,34 @@ mod tests {
             samples,
             ..Default::default()
         })
+    }
+
+    #[test]
+    fn flat_memory_keeps_two_points() {
+        let mut a = Aggregator::new();
+        let mem = |t: f64, d: u64| {
+            Event::Memory(Memory {
+                t,
+                allocated: Some(d),
+                rss: None,
+                ..Default::default()
+            })
+        };
+        for (i, d) in [5, 7, 7, 7, 7, 9].iter().enumerate() {
+            a.add(&mem(i as f64, *d));
+        }
+        let pts: Vec<(f64, Option<u64>)> = a.memory.iter().map(|m| (m.t, m.device())).collect();
+        assert_eq!(
+            pts,
+            vec![
+                (0.0, Some(5)),
+                (1.0, Some(7)),
+                (4.0, Some(7)),
+                (5.0, Some(9))
+            ]
+        );
+        assert_eq!(a.memory[0].rss(), None);
+        assert_eq!(std::mem::size_of::<MemPoint>(), 24);
     }
 
     #[test]

@@ -105,7 +105,7 @@ pub fn memory(runs: &[(&str, &Aggregator)]) -> ChartSpec {
         let mut pts: Vec<(f64, f64)> = a
             .memory
             .iter()
-            .filter_map(|m| m.device.map(|d| (m.t, d as f64 / gib)))
+            .filter_map(|m| m.device().map(|d| (m.t, d as f64 / gib)))
             .collect();
         let device = !pts.is_empty();
         if !device {
@@ -113,7 +113,7 @@ pub fn memory(runs: &[(&str, &Aggregator)]) -> ChartSpec {
             pts = a
                 .memory
                 .iter()
-                .filter_map(|m| m.rss.map(|d| (m.t, d as f64 / gib)))
+                .filter_map(|m| m.rss().map(|d| (m.t, d as f64 / gib)))
                 .collect();
         }
         let end = a.last_t.max(pts.last().map(|p| p.0).unwrap_or(0.0));

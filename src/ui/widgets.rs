@@ -280,7 +280,7 @@ fn draw_memory(f: &mut Frame, area: Rect, app: &App, agg: &Aggregator, view: (f6
     // Device memory where any was reported, else the process RSS. Only the window is copied.
     let device = agg.summary.peak_device.is_some();
     let what = if device { "device" } else { "RSS" };
-    let value = |m: &MemPoint| if device { m.device } else { m.rss };
+    let value = |m: &MemPoint| if device { m.device() } else { m.rss() };
     let a = agg.memory.partition_point(|m| m.t < view.0);
     let b = agg.memory.partition_point(|m| m.t <= view.1);
     let series: Vec<(f64, u64)> = agg.memory[a..b]
