@@ -7,7 +7,7 @@
 //! top level that nothing calls any more is removed. Only names starting with `_tpuport_` that a
 //! rule file declares are ever touched, so the result is the same every time.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor};
 use ruff_python_ast::{Expr, ExprContext, Stmt};
@@ -37,7 +37,7 @@ pub fn sync(text: &str, helpers: &[Helper]) -> (String, Synced) {
     }
     let known: HashMap<&str, &Helper> = helpers.iter().map(|h| (h.name.as_str(), h)).collect();
     // Top-level definitions of known helpers.
-    let mut defined: HashMap<&str, TextRange> = HashMap::new();
+    let mut defined: BTreeMap<&str, TextRange> = BTreeMap::new();
     for s in &parsed.module.body {
         if let Stmt::FunctionDef(f) = s
             && known.contains_key(f.name.as_str())

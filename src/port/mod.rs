@@ -94,7 +94,17 @@ pub fn migrate_source(
     let required = settings.required();
     let parsed = parse::parse(source);
     let sem = Semantic::build(&parsed.module);
-    let facts = structural::FileFacts::of(&parsed, &sem);
+    // What the file uses is only collected when an active rule asks about it.
+    let facts = if rules
+        .rules
+        .iter()
+        .zip(&active)
+        .any(|(r, a)| *a && r.depends_on_uses())
+    {
+        structural::FileFacts::of(&parsed, &sem)
+    } else {
+        structural::FileFacts::default()
+    };
     let diagnostics = checker::check(source, &parsed, &sem, rules, index, &active, &facts);
     let mut out = Outcome {
         syntax_errors: parsed.errors.clone(),
@@ -167,7 +177,7 @@ pub fn migrate_source(
         text = imports::remove_unused(&text, &used_before);
     }
     let mut retired = 0;
-    if converged && rules.rules.iter().any(|r| r.id == RETIRE_RULE) {
+    if converged && text.contains("torch_xla") && rules.rules.iter().any(|r| r.id == RETIRE_RULE) {
         (text, retired) = structural::retire_imports(&text);
         if retired > 0 {
             applied_ids.extend(rules.rules.iter().position(|r| r.id == RETIRE_RULE));

@@ -119,6 +119,10 @@ struct RuleFileDef {
     about: Option<String>,
     #[serde(default)]
     positions: BTreeMap<String, Vec<String>>,
+    /// Key words for the file pre-filter of every rule here that names none itself (instead of
+    /// the segments of its qualified names): `["torch_xla"]`.
+    #[serde(default)]
+    needles: Option<Vec<String>>,
     #[serde(default, rename = "rule")]
     rules: Vec<RuleDef>,
     /// Helper definitions that fixes may call (`_tpuport_rank()`), inserted once per file.
@@ -407,6 +411,13 @@ impl Rule {
         out
     }
 
+    /// Does the rule look at what the file uses (`unsafe_if_uses`, `only_if_uses`, `not_if_uses`)?
+    pub fn depends_on_uses(&self) -> bool {
+        !(self.unsafe_if_uses.is_empty()
+            && self.only_if_uses.is_empty()
+            && self.not_if_uses.is_empty())
+    }
+
     /// A fallback rule only fires where no other rule matched.
     pub fn is_fallback(&self) -> bool {
         match &self.matcher {
@@ -531,7 +542,10 @@ impl RuleSet {
                 }
                 .into());
             }
-            for def in file.rules {
+            for mut def in file.rules {
+                if def.needles.is_none() {
+                    def.needles = file.needles.clone();
+                }
                 let line = find_line(&text, &format!("\"{}\"", def.id));
                 let rid = def.id.clone();
                 let err = |message: String| RuleError {

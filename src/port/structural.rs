@@ -36,23 +36,51 @@ impl FileFacts {
     pub fn of(parsed: &Parsed, sem: &Semantic) -> FileFacts {
         struct Names<'s> {
             sem: &'s Semantic,
+            imported: HashSet<&'s str>,
             out: HashSet<String>,
         }
         impl<'a> SourceOrderVisitor<'a> for Names<'_> {
             fn visit_expr(&mut self, e: &'a Expr) {
-                let load = match e {
-                    Expr::Attribute(a) => a.ctx == ExprContext::Load,
-                    Expr::Name(n) => n.ctx == ExprContext::Load,
-                    _ => false,
+                // Only chains rooted in an imported name can resolve; the longest chain is enough
+                // (a name matches everything under it), so its prefixes are not resolved again.
+                let mut root = e;
+                while let Expr::Attribute(a) = root {
+                    root = &a.value;
+                }
+                let chain = match (e, root) {
+                    (Expr::Attribute(a), Expr::Name(n)) => {
+                        (a.ctx == ExprContext::Load).then_some(n)
+                    }
+                    (Expr::Name(n), _) => (n.ctx == ExprContext::Load).then_some(n),
+                    _ => None,
                 };
-                if load && let Some(q) = self.sem.qualified_name(e) {
-                    self.out.insert(q);
+                if let Some(n) = chain {
+                    if self.imported.contains(n.id.as_str())
+                        && let Some(q) = self.sem.qualified_name(e)
+                    {
+                        // Record the chain and each prefix (`a.b.c` uses `a.b` and `a`).
+                        let mut q = q.as_str();
+                        loop {
+                            self.out.insert(q.to_string());
+                            match q.rfind('.') {
+                                Some(i) => q = &q[..i],
+                                None => break,
+                            }
+                        }
+                    }
+                    return;
                 }
                 source_order::walk_expr(self, e);
             }
         }
         let mut v = Names {
             sem,
+            imported: sem
+                .bindings
+                .iter()
+                .filter(|b| matches!(b.kind, BindingKind::Import { .. }))
+                .map(|b| b.name.as_str())
+                .collect(),
             out: HashSet::new(),
         };
         for s in &parsed.module.body {
