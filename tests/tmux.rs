@@ -318,3 +318,54 @@ fn top_over_a_folder_of_ranks() {
         s.trim_end().ends_with("READY$") && !s.contains("Summary")
     });
 }
+
+/// Run by `panic_restores_the_terminal` inside tmux: takes the terminal over with the real
+/// dashboard, draws, then panics. Ignored in normal runs (it needs a terminal).
+#[test]
+#[ignore = "helper: run inside a terminal by panic_restores_the_terminal"]
+fn panic_helper() {
+    let mut d = tpuport::ui::live::Dashboard::start(false).expect("a terminal");
+    d.note("about to panic");
+    d.draw().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    panic!("deliberate panic while the dashboard is up");
+}
+
+#[test]
+fn panic_restores_the_terminal() {
+    if !have_tmux() {
+        return;
+    }
+    let t = start("panic");
+    let me = std::env::current_exe().unwrap();
+    t.send(&[
+        &format!(
+            "{} --ignored --exact panic_helper --nocapture; stty -a | tr ' ' '\\n' | grep -x -e echo -e icanon | tr '\\n' ' '; echo",
+            me.display()
+        ),
+        "Enter",
+    ]);
+    t.wait("the dashboard", 20, |s| s.contains("about to panic"));
+    let s = t.wait("the prompt after the panic", 20, |s| {
+        s.trim_end().ends_with("READY$") && s.contains("test result")
+    });
+    assert!(
+        s.contains("deliberate panic while the dashboard is up"),
+        "the panic message is readable:\n{s}"
+    );
+    assert!(
+        !s.contains("about to panic"),
+        "the dashboard screen is gone:\n{s}"
+    );
+    // `stty -a` lists `-echo`/`-icanon` in raw mode; the grep kept only the plain words.
+    assert!(
+        s.lines().any(|l| {
+            let mut w: Vec<&str> = l.split_whitespace().collect();
+            w.sort();
+            w == ["echo", "icanon"]
+        }),
+        "cooked mode is back (echo, icanon):\n{s}"
+    );
+    t.send(&["echo ok-$((40+2))", "Enter"]);
+    t.wait("the shell to answer", 10, |s| s.contains("\nok-42"));
+}
