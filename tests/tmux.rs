@@ -51,9 +51,15 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
+        // The server goes, and so does its socket file (tmux leaves it behind).
+        let socket = self.cmd(&["display-message", "-p", "#{socket_path}"]);
         let _ = Command::new("tmux")
             .args(["-L", &self.socket, "kill-server"])
             .output();
+        let socket = socket.trim();
+        if !socket.is_empty() {
+            let _ = std::fs::remove_file(socket);
+        }
     }
 }
 
