@@ -433,3 +433,50 @@ fn migrated_single_process_xla_examples_run_on_the_sim_target() {
         assert_eq!(steps, 3, "{name}");
     }
 }
+
+/// Beyond issue 6's acceptance: the xmp.spawn/DDP example, migrated (torchrun main, "tpu_dist"),
+/// runs as two ranks under torchrun on the sim target.
+#[test]
+fn migrated_multi_process_xla_example_runs_under_torchrun() {
+    let venv = venv();
+    let dir = tempfile::tempdir().unwrap();
+    let name = "ddp_xla.py";
+    fs::copy(
+        repo().join("examples/xla").join(name),
+        dir.path().join(name),
+    )
+    .unwrap();
+    Command::cargo_bin("tpuport")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["migrate", "--write", "--unsafe-fixes", "--exit-zero", name])
+        .assert()
+        .success();
+    let out = Std::new(venv.join("bin/torchrun"))
+        .current_dir(dir.path())
+        .env("VIRTUAL_ENV", &venv)
+        .env_remove("PYTHONPATH")
+        .args(["--standalone", "--nproc-per-node", "2", "--no-python"])
+        .arg(assert_cmd::cargo::cargo_bin("tpuport"))
+        .args(["run", "--target", "sim", "--no-tui", "--hbm-track", "off"])
+        .args([name, "--epochs", "1"])
+        .output()
+        .unwrap();
+    success(&out);
+    let mut files: Vec<_> = fs::read_dir(dir.path().join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{files:?}");
+    let steps: Vec<usize> = files
+        .iter()
+        .map(|f| {
+            events(f)
+                .iter()
+                .filter(|e| matches!(e, Event::Step(_)))
+                .count()
+        })
+        .collect();
+    assert!(steps[0] > 0 && steps[0] == steps[1], "{steps:?}");
+}
