@@ -7,14 +7,63 @@
 mod common;
 
 use std::fs;
-use std::process::Command as Std;
+use std::path::{Path, PathBuf};
+use std::process::{Command as Std, Output};
 
 use assert_cmd::Command;
 use common::{events, repo, success, venv};
 use tpuport::profile::event::Event;
 
-fn tpuport(venv: &std::path::Path) -> Command {
+fn tpuport(venv: &Path) -> Command {
     common::tpuport(venv, 600)
+}
+
+/// The given torch_xla examples, copied to a temporary folder and migrated there with
+/// `--write --unsafe-fixes`.
+fn migrated_xla_examples(names: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for name in names {
+        fs::copy(
+            repo().join("examples/xla").join(name),
+            dir.path().join(name),
+        )
+        .unwrap();
+    }
+    Command::cargo_bin("tpuport")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["migrate", "--write", "--unsafe-fixes", "--exit-zero"])
+        .args(names)
+        .assert()
+        .success();
+    dir
+}
+
+/// `torchrun --standalone --nproc-per-node 2 --no-python tpuport run --target sim --no-tui ARGS`
+/// in `dir`; returns its output and the per-rank events files it left in `dir/runs`.
+fn torchrun_two_ranks(venv: &Path, dir: &Path, args: &[&str]) -> (Output, Vec<PathBuf>) {
+    let out = Std::new(venv.join("bin/torchrun"))
+        .current_dir(dir)
+        .env("VIRTUAL_ENV", venv)
+        .env_remove("PYTHONPATH")
+        .args(["--standalone", "--nproc-per-node", "2", "--no-python"])
+        .arg(assert_cmd::cargo::cargo_bin("tpuport"))
+        .args(["run", "--target", "sim", "--no-tui"])
+        .args(args)
+        .output()
+        .unwrap();
+    let mut files: Vec<PathBuf> = fs::read_dir(dir.join("runs"))
+        .map(|rd| rd.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    (out, files)
+}
+
+fn steps(path: &Path) -> usize {
+    events(path)
+        .iter()
+        .filter(|e| matches!(e, Event::Step(_)))
+        .count()
 }
 
 fn gpt() -> String {
@@ -67,8 +116,7 @@ fn gpt_trains_fifty_steps_on_the_sim_target() {
     let (first, last) = (l.first().unwrap().1, l.last().unwrap().1);
     assert!(last < 0.5 * first, "loss did not fall: {l:?}");
     let evs = events(&ev);
-    let steps = evs.iter().filter(|e| matches!(e, Event::Step(_))).count();
-    assert_eq!(steps, 50);
+    assert_eq!(steps(&ev), 50);
     let compiles = forward_compiles(&evs);
     assert_eq!(compiles.len(), 1, "one shape, one compile: {compiles:?}");
     assert!(
@@ -156,42 +204,18 @@ fn recompiles_per_shape_until_the_limit_and_buckets_keep_two() {
 fn two_rank_ddp_with_tpu_dist_under_torchrun() {
     let venv = venv();
     let dir = tempfile::tempdir().unwrap();
-    let bin = assert_cmd::cargo::cargo_bin("tpuport");
-    let out = Std::new(venv.join("bin/torchrun"))
-        .current_dir(dir.path())
-        .env("VIRTUAL_ENV", &venv)
-        .env_remove("PYTHONPATH")
-        .args(["--standalone", "--nproc-per-node", "2", "--no-python"])
-        .arg(&bin)
-        .args([
-            "run",
-            "--target",
-            "sim",
-            "--no-tui",
-            gpt().as_str(),
-            "--steps",
-            "12",
-            "--backend",
-            "tpu_dist",
-        ])
-        .output()
-        .unwrap();
+    let gpt = gpt();
+    let args = [gpt.as_str(), "--steps", "12", "--backend", "tpu_dist"];
+    let (out, files) = torchrun_two_ranks(&venv, dir.path(), &args);
     let stdout = success(&out);
     let l = losses(&stdout);
     assert!(l.iter().any(|x| x.0 == 11), "{stdout}");
     // One events file per rank (the rank is in the default name).
-    let mut files: Vec<_> = fs::read_dir(dir.path().join("runs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
     assert_eq!(files.len(), 2, "{files:?}");
     for (rank, f) in files.iter().enumerate() {
         let name = f.file_name().unwrap().to_string_lossy().to_string();
         assert!(name.contains(&format!("-rank{rank}-")), "{name}");
-        let evs = events(f);
-        let steps = evs.iter().filter(|e| matches!(e, Event::Step(_))).count();
-        assert_eq!(steps, 12, "{name}");
+        assert_eq!(steps(f), 12, "{name}");
     }
 }
 
@@ -382,22 +406,8 @@ fn launch_variables_module() {
 #[test]
 fn migrated_single_process_xla_examples_run_on_the_sim_target() {
     let venv = venv();
-    let dir = tempfile::tempdir().unwrap();
     let names = ["decoder_lm.py", "amp_xla.py"];
-    for name in names {
-        fs::copy(
-            repo().join("examples/xla").join(name),
-            dir.path().join(name),
-        )
-        .unwrap();
-    }
-    Command::cargo_bin("tpuport")
-        .unwrap()
-        .current_dir(dir.path())
-        .args(["migrate", "--write", "--unsafe-fixes", "--exit-zero"])
-        .args(names)
-        .assert()
-        .success();
+    let dir = migrated_xla_examples(&names);
     for name in names {
         let text = fs::read_to_string(dir.path().join(name)).unwrap();
         assert!(
@@ -426,11 +436,7 @@ fn migrated_single_process_xla_examples_run_on_the_sim_target() {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let steps = events(&ev)
-            .iter()
-            .filter(|e| matches!(e, Event::Step(_)))
-            .count();
-        assert_eq!(steps, 3, "{name}");
+        assert_eq!(steps(&ev), 3, "{name}");
     }
 }
 
@@ -439,44 +445,11 @@ fn migrated_single_process_xla_examples_run_on_the_sim_target() {
 #[test]
 fn migrated_multi_process_xla_example_runs_under_torchrun() {
     let venv = venv();
-    let dir = tempfile::tempdir().unwrap();
-    let name = "ddp_xla.py";
-    fs::copy(
-        repo().join("examples/xla").join(name),
-        dir.path().join(name),
-    )
-    .unwrap();
-    Command::cargo_bin("tpuport")
-        .unwrap()
-        .current_dir(dir.path())
-        .args(["migrate", "--write", "--unsafe-fixes", "--exit-zero", name])
-        .assert()
-        .success();
-    let out = Std::new(venv.join("bin/torchrun"))
-        .current_dir(dir.path())
-        .env("VIRTUAL_ENV", &venv)
-        .env_remove("PYTHONPATH")
-        .args(["--standalone", "--nproc-per-node", "2", "--no-python"])
-        .arg(assert_cmd::cargo::cargo_bin("tpuport"))
-        .args(["run", "--target", "sim", "--no-tui", "--hbm-track", "off"])
-        .args([name, "--epochs", "1"])
-        .output()
-        .unwrap();
+    let dir = migrated_xla_examples(&["ddp_xla.py"]);
+    let args = ["--hbm-track", "off", "ddp_xla.py", "--epochs", "1"];
+    let (out, files) = torchrun_two_ranks(&venv, dir.path(), &args);
     success(&out);
-    let mut files: Vec<_> = fs::read_dir(dir.path().join("runs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
     assert_eq!(files.len(), 2, "{files:?}");
-    let steps: Vec<usize> = files
-        .iter()
-        .map(|f| {
-            events(f)
-                .iter()
-                .filter(|e| matches!(e, Event::Step(_)))
-                .count()
-        })
-        .collect();
-    assert!(steps[0] > 0 && steps[0] == steps[1], "{steps:?}");
+    let (a, b) = (steps(&files[0]), steps(&files[1]));
+    assert!(a > 0 && a == b, "steps per rank: {a}, {b}");
 }
