@@ -18,6 +18,13 @@ fn tpuport(venv: &Path) -> Command {
     common::tpuport(venv, 600)
 }
 
+/// `tpuport run --target sim --no-tui` (then the test's own arguments).
+fn sim(venv: &Path) -> Command {
+    let mut c = tpuport(venv);
+    c.args(["run", "--target", "sim", "--no-tui"]);
+    c
+}
+
 /// The given torch_xla examples, copied to a temporary folder and migrated there with
 /// `--write --unsafe-fixes`.
 fn migrated_xla_examples(names: &[&str]) -> tempfile::TempDir {
@@ -103,8 +110,8 @@ fn gpt_trains_fifty_steps_on_the_sim_target() {
     let venv = venv();
     let dir = tempfile::tempdir().unwrap();
     let ev = dir.path().join("gpt.jsonl");
-    let out = tpuport(&venv)
-        .args(["run", "--target", "sim", "--no-tui", "--events"])
+    let out = sim(&venv)
+        .args(["--events"])
         .arg(&ev)
         .args([gpt().as_str(), "--steps", "50"])
         .output()
@@ -145,8 +152,8 @@ fn recompiles_per_shape_until_the_limit_and_buckets_keep_two() {
     let venv = venv();
     let dir = tempfile::tempdir().unwrap();
     let ev = dir.path().join("vary.jsonl");
-    let out = tpuport(&venv)
-        .args(["run", "--target", "sim", "--no-tui", "--hbm-track", "off"])
+    let out = sim(&venv)
+        .args(["--hbm-track", "off"])
         .arg("--events")
         .arg(&ev)
         .args([gpt().as_str(), "--steps", "11", "--vary-seq", "11"])
@@ -175,8 +182,8 @@ fn recompiles_per_shape_until_the_limit_and_buckets_keep_two() {
     );
 
     let ev2 = dir.path().join("buckets.jsonl");
-    let out = tpuport(&venv)
-        .args(["run", "--target", "sim", "--no-tui", "--hbm-track", "off"])
+    let out = sim(&venv)
+        .args(["--hbm-track", "off"])
         .arg("--events")
         .arg(&ev2)
         .args([
@@ -225,8 +232,8 @@ fn two_rank_ddp_with_tpu_dist_under_torchrun() {
 fn torch_tpu_api_and_precision_on_the_sim_target() {
     let venv = venv();
     let dir = tempfile::tempdir().unwrap();
-    let out = tpuport(&venv)
-        .args(["run", "--target", "sim", "--no-tui", "--hbm-track", "full"])
+    let out = sim(&venv)
+        .args(["--hbm-track", "full"])
         .arg("--events")
         .arg(dir.path().join("api.jsonl"))
         .arg(repo().join("tests/scripts/sim_api.py"))
@@ -291,12 +298,8 @@ fn hbm_tracker_strict_hbm_and_defer_fuse_syncs() {
     let venv = venv();
     let dir = tempfile::tempdir().unwrap();
     let ev = dir.path().join("hbm.jsonl");
-    let out = tpuport(&venv)
+    let out = sim(&venv)
         .args([
-            "run",
-            "--target",
-            "sim",
-            "--no-tui",
             "--strict-hbm",
             "--hbm",
             "64MiB",
@@ -372,16 +375,9 @@ fn numerics_compares_float32_with_tpu_precision() {
 fn launch_variables_module() {
     let venv = venv();
     let dir = tempfile::tempdir().unwrap();
-    let out = tpuport(&venv)
+    let out = sim(&venv)
         .current_dir(dir.path())
-        .args([
-            "run",
-            "--target",
-            "sim",
-            "--no-tui",
-            "-m",
-            "torch.tpu.distributed",
-        ])
+        .args(["-m", "torch.tpu.distributed"])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -415,17 +411,9 @@ fn migrated_single_process_xla_examples_run_on_the_sim_target() {
             "{name} still imports torch_xla:\n{text}"
         );
         let ev = dir.path().join(format!("{name}.jsonl"));
-        let out = tpuport(&venv)
+        let out = sim(&venv)
             .current_dir(dir.path())
-            .args([
-                "run",
-                "--target",
-                "sim",
-                "--no-tui",
-                "--hbm-track",
-                "off",
-                "--events",
-            ])
+            .args(["--hbm-track", "off", "--events"])
             .arg(&ev)
             .args([name, "--steps", "3"])
             .output()
