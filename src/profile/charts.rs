@@ -63,6 +63,16 @@ pub fn reduce(points: &[(f64, f64)], n: usize) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// Run `i`'s line (its colour; at most MAX_POINTS points).
+fn run_line(i: usize, label: &str, pts: &[(f64, f64)]) -> Series {
+    Series {
+        label: label.to_string(),
+        color: COLORS[i % 2],
+        points: reduce(pts, MAX_POINTS),
+        reference: false,
+    }
+}
+
 /// Step time (ms) by step number, one series per run.
 pub fn step_time(runs: &[(&str, &Aggregator)]) -> ChartSpec {
     let series = runs
@@ -79,12 +89,7 @@ pub fn step_time(runs: &[(&str, &Aggregator)]) -> ChartSpec {
                 .skip(skip)
                 .map(|(k, dt)| ((k + 1) as f64, dt * 1e3))
                 .collect();
-            Series {
-                label: label.to_string(),
-                color: COLORS[i % 2],
-                points: reduce(&pts, MAX_POINTS),
-                reference: false,
-            }
+            run_line(i, label, &pts)
         })
         .collect();
     ChartSpec {
@@ -155,12 +160,7 @@ pub fn compiles(runs: &[(&str, &Aggregator)]) -> ChartSpec {
                 pts.push((c.t, c.total as f64));
             }
             pts.push((a.last_t, a.summary.compiles as f64));
-            Series {
-                label: label.to_string(),
-                color: COLORS[i % 2],
-                points: reduce(&pts, MAX_POINTS),
-                reference: false,
-            }
+            run_line(i, label, &pts)
         })
         .collect();
     ChartSpec {
