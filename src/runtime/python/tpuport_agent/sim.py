@@ -240,12 +240,12 @@ def _install_accelerator(torch):
         # is; the script sees one "tpu" device.
         def fn(*args, **kwargs):
             mod = getframe(1).f_globals.get("__name__", "")
-            if host_fn is not None and (mod == "torch" or mod.startswith("torch.")):
+            if mod == "torch" or mod.startswith("torch."):
                 return host_fn(*args, **kwargs)
             return sim_fn(*args, **kwargs)
 
         fn.__name__ = name
-        fn.__doc__ = getattr(host_fn, "__doc__", None)
+        fn.__doc__ = host_fn.__doc__
         return fn
 
     mem = getattr(acc, "memory", None)

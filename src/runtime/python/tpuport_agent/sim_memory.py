@@ -36,7 +36,6 @@ class Tracker:
         self.mode = None
         self.active = False
         self.forecast_sent = False
-        self.sampled_steps = 0
 
     # -- counting --------------------------------------------------------------------------
 
@@ -127,7 +126,6 @@ class Tracker:
             self.start()
         elif not sample_next and self.active:
             self.stop()
-            self.sampled_steps += 1
 
     def _read_cuda(self):
         cuda = self.torch.cuda

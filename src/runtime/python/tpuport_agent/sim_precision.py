@@ -89,22 +89,22 @@ def install(torch, precision, host):
     def f32(*ts):
         return current() is not None and all(t.dtype == torch.float32 for t in ts)
 
+    def product(out_op, shape):
+        """The host kernel, through its out= form (the functional one is replaced)."""
+        return lambda x, y: out_op(x, y, out=x.new_empty(shape))
+
+    def emulated(a, b, out_op, shape):
+        p = product(out_op, shape)
+        return _passes(a, b, p) if f32(a, b) else p(a, b)
+
     def mm(a, b):
-        shape = (a.shape[0], b.shape[1])
-        if not f32(a, b):
-            return aten.mm.out(a, b, out=a.new_empty(shape))
-        return _passes(a, b, lambda x, y: aten.mm.out(x, y, out=x.new_empty(shape)))
+        return emulated(a, b, aten.mm.out, (a.shape[0], b.shape[1]))
 
     def bmm(a, b):
-        shape = (a.shape[0], a.shape[1], b.shape[2])
-        if not f32(a, b):
-            return aten.bmm.out(a, b, out=a.new_empty(shape))
-        return _passes(a, b, lambda x, y: aten.bmm.out(x, y, out=x.new_empty(shape)))
+        return emulated(a, b, aten.bmm.out, (a.shape[0], a.shape[1], b.shape[2]))
 
     def mv(a, v):
-        if not f32(a, v):
-            return aten.mv.out(a, v, out=a.new_empty((a.shape[0],)))
-        return _passes(a, v, lambda x, y: aten.mv.out(x, y, out=x.new_empty((a.shape[0],))))
+        return emulated(a, v, aten.mv.out, (a.shape[0],))
 
     def combine(bias, prod, beta, alpha):
         if alpha != 1:
@@ -117,21 +117,18 @@ def install(torch, precision, host):
         shape = (a.shape[0], b.shape[1])
         if not f32(a, b):
             return aten.addmm.out(bias, a, b, beta=beta, alpha=alpha, out=a.new_empty(shape))
-        prod = _passes(a, b, lambda x, y: aten.mm.out(x, y, out=x.new_empty(shape)))
-        return combine(bias, prod, beta, alpha)
+        return combine(bias, _passes(a, b, product(aten.mm.out, shape)), beta, alpha)
 
     def addmv(bias, a, v, *, beta=1, alpha=1):
         if not f32(a, v):
             return aten.addmv.out(bias, a, v, beta=beta, alpha=alpha, out=a.new_empty((a.shape[0],)))
-        prod = _passes(a, v, lambda x, y: aten.mv.out(x, y, out=x.new_empty((a.shape[0],))))
-        return combine(bias, prod, beta, alpha)
+        return combine(bias, _passes(a, v, product(aten.mv.out, (a.shape[0],))), beta, alpha)
 
     def baddbmm(bias, a, b, *, beta=1, alpha=1):
         shape = (a.shape[0], a.shape[1], b.shape[2])
         if not f32(a, b):
             return aten.baddbmm.out(bias, a, b, beta=beta, alpha=alpha, out=a.new_empty(shape))
-        prod = _passes(a, b, lambda x, y: aten.bmm.out(x, y, out=x.new_empty(shape)))
-        return combine(bias, prod, beta, alpha)
+        return combine(bias, _passes(a, b, product(aten.bmm.out, shape)), beta, alpha)
 
     def convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
         def conv(xi, wi, b=None):

@@ -187,10 +187,6 @@ def set_rng_state(new_state, device="tpu"):
     _generator().set_state(new_state)
 
 
-class _DefaultGenerators(tuple):
-    pass
-
-
 class Stream:
     """TorchTPU's streams are placeholders (ops run in order); so are the sim's."""
 
@@ -347,7 +343,7 @@ class _TpuModule(types.ModuleType):
 
     @property
     def default_generators(self):
-        return _DefaultGenerators((_generator(),))
+        return (_generator(),)
 
     def __getattr__(self, name):
         if name in SUBMODULES:
