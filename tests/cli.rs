@@ -1,6 +1,8 @@
 //! End-to-end tests of `tpuport migrate` and `tpuport rule`, through the real binary.
 //! One module per concern; each test builds its own folder of inputs.
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command as Std;
@@ -501,17 +503,7 @@ mod acceptance {
                 out,
                 "{example}: second migration changed it"
             );
-            let diags: serde_json::Value = serde_json::from_slice(&second).unwrap();
-            let diag_lines: Vec<usize> = diags
-                .as_array()
-                .unwrap()
-                .iter()
-                .flat_map(|d| {
-                    let a = d["line"].as_u64().unwrap() as usize;
-                    let b = d["end_line"].as_u64().unwrap() as usize;
-                    a..=b
-                })
-                .collect();
+            let diag_lines = common::diagnostic_lines(&second);
             let unreported: Vec<(usize, &str)> = references(&out)
                 .into_iter()
                 .filter(|l| !diag_lines.contains(l))

@@ -3,11 +3,14 @@
 //! second migration changes nothing; the per-family statistics; the structural fixes
 //! (optimizer_step's fix class, helpers once per file and removed when unused).
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command as Std;
 
 use assert_cmd::Command;
+use common::diagnostic_lines;
 
 const SCRIPTS: &[&str] = &[
     "resnet_mp.py",
@@ -65,21 +68,6 @@ print(json.dumps(sorted(lines)))
         String::from_utf8_lossy(&out.stderr)
     );
     Some(serde_json::from_slice(&out.stdout).unwrap())
-}
-
-/// The lines each diagnostic covers, from `--output-format json`.
-fn diagnostic_lines(json: &[u8]) -> Vec<usize> {
-    let diags: serde_json::Value = serde_json::from_slice(json).unwrap();
-    diags
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|d| {
-            let a = d["line"].as_u64().unwrap() as usize;
-            let b = d["end_line"].as_u64().unwrap() as usize;
-            a..=b
-        })
-        .collect()
 }
 
 fn migrate_copy(name: &str, unsafe_fixes: bool) -> (tempfile::TempDir, PathBuf, String) {

@@ -1,6 +1,6 @@
-//! Shared by the integration tests that start real Python: the repository root, the project
-//! venv (created once by `scripts/bootstrap`), a `tpuport` command bound to it, reading an events
-//! file, and a successful run's stdout.
+//! Shared by the integration tests: the repository root, the project venv (created once by
+//! `scripts/bootstrap`), a `tpuport` command bound to it, reading an events file, a successful
+//! run's stdout, and the lines `migrate --output-format json` reports.
 #![allow(dead_code)] // each test crate uses its own subset
 
 use std::fs;
@@ -55,6 +55,21 @@ pub fn events(path: &Path) -> Vec<Event> {
         "last event is not run_end"
     );
     evs
+}
+
+/// The lines each diagnostic covers, from `--output-format json`.
+pub fn diagnostic_lines(json: &[u8]) -> Vec<usize> {
+    let diags: serde_json::Value = serde_json::from_slice(json).unwrap();
+    diags
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| {
+            let a = d["line"].as_u64().unwrap() as usize;
+            let b = d["end_line"].as_u64().unwrap() as usize;
+            a..=b
+        })
+        .collect()
 }
 
 /// The stdout of a run that must have succeeded (both streams shown if it did not).
