@@ -60,27 +60,26 @@ fn memory(i: u64) -> Event {
     })
 }
 
-fn filled_with_memory() -> &'static Aggregator {
-    static AGG: OnceLock<Aggregator> = OnceLock::new();
-    AGG.get_or_init(|| {
-        let mut a = Aggregator::new();
-        for i in 0..N {
-            a.add(&step(i));
+/// An aggregator fed N step events (and N memory samples too, with `with_memory`).
+fn fill(with_memory: bool) -> Aggregator {
+    let mut a = Aggregator::new();
+    for i in 0..N {
+        a.add(&step(i));
+        if with_memory {
             a.add(&memory(i));
         }
-        a
-    })
+    }
+    a
+}
+
+fn filled_with_memory() -> &'static Aggregator {
+    static AGG: OnceLock<Aggregator> = OnceLock::new();
+    AGG.get_or_init(|| fill(true))
 }
 
 fn filled() -> &'static Aggregator {
     static AGG: OnceLock<Aggregator> = OnceLock::new();
-    AGG.get_or_init(|| {
-        let mut a = Aggregator::new();
-        for i in 0..N {
-            a.add(&step(i));
-        }
-        a
-    })
+    AGG.get_or_init(|| fill(false))
 }
 
 fn main() {
@@ -105,11 +104,7 @@ fn main() {
 
 #[divan::bench(sample_count = 3, sample_size = 1)]
 fn aggregate_1m_steps() -> Aggregator {
-    let mut a = Aggregator::new();
-    for i in 0..N {
-        a.add(&step(i));
-    }
-    a
+    fill(false)
 }
 
 #[divan::bench(args = [(120, 40), (200, 60)])]
