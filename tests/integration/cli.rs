@@ -1,7 +1,7 @@
 //! End-to-end tests of `tpuport migrate` and `tpuport rule`, through the real binary.
 //! One module per concern; each test builds its own folder of inputs.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,6 @@
 //! Shared by the integration tests: the repository root, the project venv (created once by
 //! `scripts/bootstrap`), a `tpuport` command bound to it, reading an events file, a successful
 //! run's stdout, and the lines `migrate --output-format json` reports.
-#![allow(dead_code)] // each test crate uses its own subset
 
 use std::fs;
 use std::path::{Path, PathBuf};

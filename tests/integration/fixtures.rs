@@ -3,8 +3,9 @@
 //! with only its own rule selected; the snapshot holds the diagnostics (as a user sees them),
 //! the diff of the safe fixes, and the diff with `--unsafe-fixes` where that differs.
 //!
-//! A new fixture fails its first run and writes `tests/snapshots/*.snap.new`: review it, then
-//! accept it with `cargo insta accept` (or `INSTA_UPDATE=always cargo test`).
+//! A new fixture fails its first run and writes `tests/integration/snapshots/*.snap.new`: review
+//! it, then accept it with `cargo insta accept` (or `INSTA_UPDATE=always cargo test`). One rule's
+//! fixture alone: `INSTA_GLOB_FILTER='DEV/DEV004.py' cargo test --test integration fixtures::`.
 
 use std::path::Path;
 
@@ -77,7 +78,7 @@ fn snapshot_for(path: &Path) -> String {
 
 #[test]
 fn rule_fixtures() {
-    insta::glob!("fixtures/*/*.py", |path| {
+    insta::glob!("../fixtures", "*/*.py", |path| {
         insta::assert_snapshot!(snapshot_for(path));
     });
 }

@@ -2,7 +2,7 @@
 //! venv (`bash scripts/bootstrap`). Tests that import torch are few and grouped: each costs
 //! seconds just to `import torch`.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;

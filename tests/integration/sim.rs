@@ -4,7 +4,7 @@
 //! every public torch.tpu name, precision bounds, and the HBM tracker. Each test starts Python
 //! (seconds for `import torch`), so they are few and each checks a lot.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! second migration changes nothing; the per-family statistics; the structural fixes
 //! (optimizer_step's fix class, helpers once per file and removed when unused).
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
