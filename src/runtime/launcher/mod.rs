@@ -1,13 +1,13 @@
 //! The parent side of `tpuport run` (no Python in this process).
 //!
 //! It spawns the worker (or `python -m tpuport_agent`) in its own process group with three
-//! pipes: the script's stdout, its stderr, and the agent's events on fd 3 ([`child`],
-//! [`readers`]). It forwards the script's output, writes every event to the events file (one
-//! JSON object per line, always ending with `run_end`, [`sink`]), forwards Ctrl-C (a second
-//! Ctrl-C kills) and enforces `--timeout` ([`supervise`]), and maps how the child ended to an
-//! exit code ([`exit`]). What the user sees while it runs is up to a [`RunObserver`]
-//! ([`observer`]): a line per step, or the dashboard (`crate::ui::live`), which also shows the
-//! script's output in its own pane. The runtime knows nothing of the dashboard.
+//! pipes: the script's stdout, its stderr, and the agent's events on fd 3 (`child`, `readers`).
+//! It forwards the script's output, writes every event to the events file (one JSON object per
+//! line, always ending with `run_end`: `sink`), forwards Ctrl-C (a second Ctrl-C kills) and
+//! enforces `--timeout` (`supervise`), and maps how the child ended to an exit code (`exit`).
+//! What the user sees while it runs is up to a [`RunObserver`] (`observer`): a line per step,
+//! or the dashboard (`ui::live`, which also shows the script's output in its own pane); the
+//! command line chooses. The runtime itself knows nothing of the dashboard.
 
 mod child;
 mod exit;

@@ -1,6 +1,6 @@
 //! Who watches a run: the [`RunObserver`] interface between the launcher and whatever shows the
 //! run (events in; controls such as an interrupt out), and its plain implementation,
-//! [`StepLines`]: a line per step on stderr. The dashboard implements it in `crate::ui::live`;
+//! [`StepLines`]: a line per step on stderr. The dashboard implements it in `ui::live`;
 //! the command line chooses which one a run gets ([`ObserverChoice`]).
 
 use anyhow::Result;

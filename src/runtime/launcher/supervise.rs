@@ -83,7 +83,11 @@ impl Supervisor {
     }
 
     /// Run until the child has exited and its pipes are closed; record `run_end`.
-    pub fn supervise(&mut self, rx: Receiver<Msg>, readers: Vec<JoinHandle<()>>) -> Result<Outcome> {
+    pub fn supervise(
+        &mut self,
+        rx: Receiver<Msg>,
+        readers: Vec<JoinHandle<()>>,
+    ) -> Result<Outcome> {
         loop {
             match rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(msg) => self.on_msg(msg)?,

@@ -91,14 +91,21 @@ fn an_error_after_spawn_kills_the_child_and_ends_the_events_file() {
     assert!(pid > 0, "run_start carried the child's pid");
     let alive = unsafe { libc::kill(pid, 0) } == 0;
     let errno = std::io::Error::last_os_error().raw_os_error();
-    assert!(!alive && errno == Some(libc::ESRCH), "child {pid} still exists");
+    assert!(
+        !alive && errno == Some(libc::ESRCH),
+        "child {pid} still exists"
+    );
 
     let events = events(&path);
     assert!(matches!(events.first(), Some(Event::RunStart(s)) if s.pid == pid as u32));
     assert_eq!(events.len(), 2, "{events:?}");
     let end = run_end(&events);
     assert_eq!((end.status.as_str(), end.exit_code), ("runtime_error", 2));
-    let error = end.extra.get("error").and_then(|e| e.as_str()).unwrap_or("");
+    let error = end
+        .extra
+        .get("error")
+        .and_then(|e| e.as_str())
+        .unwrap_or("");
     assert!(error.contains("the observer broke"), "{error}");
 }
 
@@ -128,11 +135,15 @@ fn a_broken_observer_gives_way_to_step_lines() {
 fn a_program_that_cannot_start_still_gets_run_start_and_run_end() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.jsonl");
-    let mut l = sh("true", &path, Failing {
-        pid: Arc::new(AtomicU32::new(0)),
-        in_event: false,
-        in_tick: false,
-    });
+    let mut l = sh(
+        "true",
+        &path,
+        Failing {
+            pid: Arc::new(AtomicU32::new(0)),
+            in_event: false,
+            in_tick: false,
+        },
+    );
     l.program = dir.path().join("no-such-program");
     let err = launch(l).expect_err("nothing to start");
     assert!(format!("{err:#}").starts_with("cannot start "), "{err:#}");
