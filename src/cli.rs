@@ -370,7 +370,7 @@ fn run_script(a: RunArgs) -> Result<u8> {
         python: a.python,
         events: a.events,
         timeout: a.timeout.map(std::time::Duration::from_secs_f64),
-        no_tui: a.no_tui,
+        observer: observer(a.no_tui),
         subprocess: a.subprocess,
         sim: tpuport::runtime::SimOptions {
             strict_hbm: a.strict_hbm,
@@ -384,6 +384,24 @@ fn run_script(a: RunArgs) -> Result<u8> {
         numerics: None,
     })?;
     Ok(code.clamp(0, 255) as u8)
+}
+
+/// The dashboard when stdout is a terminal and no `--no-tui`, else a line per step. The
+/// dashboard starts when the run does; if it cannot, the run shows step lines instead.
+fn observer(no_tui: bool) -> tpuport::runtime::launcher::ObserverChoice {
+    use tpuport::runtime::launcher::{ObserverChoice, RunObserver, StepLines};
+    if no_tui || !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return ObserverChoice::StepLines;
+    }
+    ObserverChoice::Start(Box::new(|| -> Box<dyn RunObserver> {
+        match tpuport::ui::live::LiveRun::start() {
+            Ok(d) => Box::new(d),
+            Err(e) => {
+                eprintln!("tpuport: note: {e:#}; showing one line per step instead");
+                Box::new(StepLines::default())
+            }
+        }
+    }))
 }
 
 fn report(a: ReportArgs) -> Result<u8> {

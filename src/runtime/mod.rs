@@ -87,7 +87,8 @@ pub struct RunOptions {
     pub python: Option<PathBuf>,
     pub events: Option<PathBuf>,
     pub timeout: Option<Duration>,
-    pub no_tui: bool,
+    /// What shows the run as it goes: step lines, or (chosen by the command line) a dashboard.
+    pub observer: launcher::ObserverChoice,
     /// Force the `python -m tpuport_agent` runtime even where embedding would work.
     pub subprocess: bool,
     pub sim: SimOptions,
@@ -219,7 +220,6 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         .events
         .clone()
         .unwrap_or_else(|| launcher::default_events_path(&opts.script));
-    let tui = !opts.no_tui && std::io::IsTerminal::is_terminal(&std::io::stdout());
     launcher::launch(launcher::Launch {
         program,
         args,
@@ -227,9 +227,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         events_path,
         run_start,
         timeout: opts.timeout,
-        // The dashboard when stdout is a terminal, else (or with --no-tui) a line per step.
-        step_lines: !tui,
-        tui,
+        observer: opts.observer,
         notes,
     })
 }

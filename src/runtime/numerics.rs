@@ -80,7 +80,7 @@ pub fn numerics(opts: NumericsOptions) -> Result<i32> {
             python: opts.python.clone(),
             events: Some(ev.clone()),
             timeout: None,
-            no_tui: true,
+            observer: super::launcher::ObserverChoice::StepLines,
             subprocess: false,
             sim: SimOptions {
                 hbm_track: "off",

@@ -1,6 +1,7 @@
 //! The dashboard driven by someone else's loop: `tpuport run` feeds it events as they are
 //! recorded and calls [`Dashboard::tick`] often; it reads keys without waiting and redraws at
 //! most at the chosen rate (never more than 10 times a second), and only when something changed.
+//! [`LiveRun`] is the dashboard as the runtime's [`RunObserver`].
 
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,7 @@ use super::terminal::TerminalGuard;
 use super::widgets::{self, Context};
 use crate::profile::aggregate::Aggregator;
 use crate::profile::event::Event;
+use crate::runtime::launcher::{Control, RunObserver};
 
 /// Never redraw more often than this, whatever the rate.
 const MIN_FRAME: Duration = Duration::from_millis(100);
@@ -138,5 +140,49 @@ impl Dashboard {
             }
             self.draw_if_due()?;
         }
+    }
+}
+
+/// The dashboard watching a `tpuport run`: it shows the script's output in its own pane (no
+/// passthrough), turns an interrupt asked for with keys into [`Control::Interrupt`], and keeps
+/// its summary screen at the end until the user leaves.
+pub struct LiveRun {
+    dash: Dashboard,
+}
+
+impl LiveRun {
+    /// Take over the terminal; an error says why it cannot be (the caller falls back).
+    pub fn start() -> Result<LiveRun> {
+        Ok(LiveRun {
+            dash: Dashboard::start(false)?,
+        })
+    }
+}
+
+impl RunObserver for LiveRun {
+    fn passthrough(&self) -> bool {
+        false
+    }
+
+    fn event(&mut self, e: &Event) -> Result<()> {
+        self.dash.event(e);
+        Ok(())
+    }
+
+    fn note(&mut self, msg: &str) {
+        self.dash.note(msg);
+    }
+
+    fn tick(&mut self) -> Result<Vec<Control>> {
+        let actions = self.dash.tick()?;
+        Ok(actions
+            .into_iter()
+            .filter(|a| *a == Action::Interrupt)
+            .map(|_| Control::Interrupt)
+            .collect())
+    }
+
+    fn finish(&mut self, stop: &dyn Fn() -> bool) -> Result<()> {
+        self.dash.wait_until_leave(stop)
     }
 }

@@ -1,0 +1,144 @@
+//! The parent side of `tpuport run` (no Python in this process).
+//!
+//! It spawns the worker (or `python -m tpuport_agent`) in its own process group with three
+//! pipes: the script's stdout, its stderr, and the agent's events on fd 3 (`child`, `readers`).
+//! It forwards the script's output, writes every event to the events file (one JSON object per
+//! line, always ending with `run_end`: `sink`), forwards Ctrl-C (a second Ctrl-C kills) and
+//! enforces `--timeout` (`supervise`), and maps how the child ended to an exit code (`exit`).
+//! What the user sees while it runs is up to a [`RunObserver`] (`observer`): a line per step,
+//! or the dashboard (`ui::live`, which also shows the script's output in its own pane); the
+//! command line chooses. The runtime itself knows nothing of the dashboard.
+
+mod child;
+mod exit;
+mod observer;
+mod paths;
+mod readers;
+mod sink;
+mod supervise;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::profile::event::{Event, RunStart};
+pub use exit::signal_name;
+pub use observer::{Control, ObserverChoice, RunObserver, StepLines};
+pub use paths::{default_events_path, utc_stamp};
+use sink::EventSink;
+use supervise::Supervisor;
+
+/// Exit codes of `tpuport run` beyond the script's own.
+pub const EXIT_TIMEOUT: i32 = 124;
+pub const EXIT_INTERRUPTED: i32 = 130;
+/// tpuport could not start the script (bad options, no Python): 2, as for other commands.
+pub const EXIT_USAGE: i32 = 2;
+
+/// The fd the agent writes events to, in the child.
+pub const EVENTS_FD: i32 = 3;
+
+pub struct Launch {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, Option<String>>,
+    pub events_path: PathBuf,
+    pub run_start: RunStart,
+    pub timeout: Option<Duration>,
+    /// What shows the run: step lines, or an observer started once the events file exists.
+    pub observer: ObserverChoice,
+    /// Notes to record (and print once).
+    pub notes: Vec<String>,
+}
+
+/// Run the child to its end; returns `tpuport run`'s exit code. An error after the child
+/// started kills it and still ends the events file with `run_end`.
+pub fn launch(l: Launch) -> Result<i32> {
+    let start = Instant::now();
+    let file = create_events_file(&l.events_path)?;
+    let mut sink = EventSink::new(file, start, l.observer.start());
+    for n in &l.notes {
+        sink.say(&format!("tpuport: note: {n}"));
+    }
+
+    // Ctrl-C belongs to us from here on (the child runs in its own process group).
+    let interrupts = Arc::new(AtomicUsize::new(0));
+    let _sig = child::count_interrupts(&interrupts);
+
+    let (events_r, events_w) = child::events_pipe()?;
+    let passthrough = sink.observer.passthrough();
+    let mut child = match child::spawn(&l.program, &l.args, &l.env, events_w, passthrough) {
+        Ok(c) => c,
+        Err(e) => {
+            let msg = format!("cannot start {}: {e}", l.program.display());
+            sink.write(&Event::RunStart(l.run_start))?;
+            sink.write(&exit::end_event(
+                start.elapsed().as_secs_f64(),
+                runtime_error(),
+                None,
+                0,
+                Some(msg.clone()),
+            ))?;
+            sink.flush()?;
+            anyhow::bail!("{msg}");
+        }
+    };
+    let mut run_start = l.run_start;
+    run_start.pid = child.id();
+
+    let (tx, rx) = mpsc::channel();
+    let (stdout, stderr) = child.take_output();
+    let readers = readers::spawn_readers(events_r, stdout, stderr, tx, passthrough);
+    let mut run = Supervisor::new(sink, child, run_start, l.timeout, start, interrupts);
+    let outcome = match run.supervise(rx, readers) {
+        Ok(o) => o,
+        Err(e) => {
+            run.abort(&e);
+            return Err(e);
+        }
+    };
+
+    // The observer may keep its summary screen until the user leaves (or a signal comes);
+    // dropping it gives the terminal back before the summary is printed below.
+    let (interrupts, asked) = (run.interrupts, run.observer_interrupts);
+    let mut observer = run.sink.observer;
+    let finished = observer.finish(&|| interrupts.load(Ordering::SeqCst) > asked);
+    drop(observer);
+    if let Err(e) = finished {
+        eprintln!("tpuport: the dashboard stopped: {e:#}");
+    }
+    eprintln!();
+    eprintln!("{}", exit::describe_end(&run.run_start, outcome));
+    eprint!("{}", run.sink.summary.render());
+    eprintln!("events: {}", l.events_path.display());
+    Ok(outcome.code)
+}
+
+fn create_events_file(path: &Path) -> Result<File> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create {} for the events file", dir.display()))?;
+    }
+    File::create(path).with_context(|| {
+        format!(
+            "cannot create the events file {}: choose another with --events",
+            path.display()
+        )
+    })
+}
+
+/// tpuport could not run the script, or failed while it ran.
+fn runtime_error() -> exit::Outcome {
+    exit::Outcome {
+        code: EXIT_USAGE,
+        status: "runtime_error",
+        signal: None,
+    }
+}
