@@ -118,7 +118,8 @@ mod tests {
             }
         }
         assert!(chip_by_name(DEFAULT_SIM_CHIP).is_some());
-        assert_eq!(chip_by_name("V7").unwrap().name, "v7x");
+        assert_eq!(chip_by_name("v7").unwrap().name, "v7x");
+        assert_eq!(chip_by_name("V5E").unwrap().name, "v5e");
         assert_eq!(chip_by_pci_device(0x0063).unwrap().name, "v5e");
     }
 
