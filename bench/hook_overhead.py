@@ -5,7 +5,7 @@ with the agent's hooks (optimizer step hook + host-sync counters, events to /dev
 without. A placebo pass (a no-op hook in the "on" blocks) measures the harness's own order bias.
 Run with the project venv:
 
-    PYTHONPATH=src/runtime/python ~/.cache/tpuport/venv-*/bin/python bench/hook_overhead.py
+    PYTHONPATH=src/runtime/agent ~/.cache/tpuport/venv-*/bin/python bench/hook_overhead.py
 
 It prints the median step time with and without hooks and the ratio, for the placebo and for the
 real hooks; the hooks' cost is the difference between the two ratios. Run it on a quiet machine:

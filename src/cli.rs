@@ -3,11 +3,15 @@
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use tpuport::port::Settings;
 use tpuport::port::driver::{self, Format, Mode, Options};
 use tpuport::port::rules::{Matcher, RuleSet};
+use tpuport::runtime::chips::{self, Chip};
+use tpuport::runtime::config::HbmTrack;
+use tpuport::runtime::target::{Mode as RunMode, Precision, TargetRequest};
 
 #[derive(Parser)]
 #[command(
@@ -82,8 +86,8 @@ struct RunArgs {
     #[arg(long, value_name = "NAME")]
     cache_name: Option<String>,
     /// TPU generation to simulate (HBM capacity, device name); on a TPU the real one is used.
-    #[arg(long, value_enum)]
-    chip: Option<ChipArg>,
+    #[arg(long, value_parser = chip_parser())]
+    chip: Option<&'static Chip>,
     /// Python interpreter or venv (default: $VIRTUAL_ENV, else the project venv, else python3).
     #[arg(long, value_name = "PATH")]
     python: Option<PathBuf>,
@@ -126,8 +130,8 @@ struct NumericsArgs {
     #[arg(long, value_enum, default_value_t = PrecisionArg::Default)]
     precision: PrecisionArg,
     /// TPU generation to simulate.
-    #[arg(long, value_enum)]
-    chip: Option<ChipArg>,
+    #[arg(long, value_parser = chip_parser())]
+    chip: Option<&'static Chip>,
     /// Python interpreter or venv (default: $VIRTUAL_ENV, else the project venv, else python3).
     #[arg(long, value_name = "PATH")]
     python: Option<PathBuf>,
@@ -138,6 +142,16 @@ enum HbmTrackArg {
     Sampled,
     Full,
     Off,
+}
+
+impl From<HbmTrackArg> for HbmTrack {
+    fn from(a: HbmTrackArg) -> Self {
+        match a {
+            HbmTrackArg::Sampled => HbmTrack::Sampled,
+            HbmTrackArg::Full => HbmTrack::Full,
+            HbmTrackArg::Off => HbmTrack::Off,
+        }
+    }
 }
 
 /// `512MiB`, `8GiB`, `16G`, `1000000` (bytes).
@@ -186,11 +200,32 @@ enum TargetArg {
     Host,
 }
 
+impl From<TargetArg> for TargetRequest {
+    fn from(a: TargetArg) -> Self {
+        match a {
+            TargetArg::Auto => TargetRequest::Auto,
+            TargetArg::Tpu => TargetRequest::Tpu,
+            TargetArg::Sim => TargetRequest::Sim,
+            TargetArg::Host => TargetRequest::Host,
+        }
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum ModeArg {
     Strict,
     Debug,
     DeferFuse,
+}
+
+impl From<ModeArg> for RunMode {
+    fn from(a: ModeArg) -> Self {
+        match a {
+            ModeArg::Strict => RunMode::Strict,
+            ModeArg::Debug => RunMode::Debug,
+            ModeArg::DeferFuse => RunMode::DeferFuse,
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -200,12 +235,51 @@ enum PrecisionArg {
     Highest,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum ChipArg {
-    V5e,
-    V5p,
-    V6e,
-    V7x,
+impl From<PrecisionArg> for Precision {
+    fn from(a: PrecisionArg) -> Self {
+        match a {
+            PrecisionArg::Default => Precision::Default,
+            PrecisionArg::High => Precision::High,
+            PrecisionArg::Highest => Precision::Highest,
+        }
+    }
+}
+
+/// `--chip`: exactly the names of the chip table (so `--help` and errors list them).
+fn chip_parser() -> impl TypedValueParser<Value = &'static Chip> {
+    PossibleValuesParser::new(chips::names())
+        .map(|name| chips::chip_by_name(&name).expect("the parser accepts only the table's names"))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// `--chip` offers the chip table's names, in its order, for both commands.
+    #[test]
+    fn chip_choices_are_the_chip_table() {
+        let cli = Cli::command();
+        for sub in ["run", "numerics"] {
+            let arg = cli
+                .find_subcommand(sub)
+                .and_then(|c| c.get_arguments().find(|a| a.get_id() == "chip"))
+                .unwrap();
+            let offered: Vec<String> = arg
+                .get_possible_values()
+                .iter()
+                .map(|v| v.get_name().to_string())
+                .collect();
+            assert_eq!(offered, chips::names().collect::<Vec<_>>(), "{sub}");
+        }
+        let parsed = Cli::try_parse_from(["tpuport", "run", "--chip", "v7x", "x.py"]).unwrap();
+        let Command::Run(a) = parsed.command else {
+            panic!("not run")
+        };
+        assert_eq!(a.chip.unwrap().device_name, "TPU v7");
+        assert!(Cli::try_parse_from(["tpuport", "run", "--chip", "v9", "x.py"]).is_err());
+    }
 }
 
 #[derive(Args)]
@@ -293,57 +367,28 @@ pub fn run() -> Result<u8> {
     }
 }
 
-fn chip(c: Option<ChipArg>) -> Option<&'static tpuport::runtime::target::Chip> {
-    c.and_then(|c| {
-        tpuport::runtime::target::chip_by_name(match c {
-            ChipArg::V5e => "v5e",
-            ChipArg::V5p => "v5p",
-            ChipArg::V6e => "v6e",
-            ChipArg::V7x => "v7x",
-        })
-    })
-}
-
 fn numerics(a: NumericsArgs) -> Result<u8> {
     let code = tpuport::runtime::numerics::numerics(tpuport::runtime::numerics::NumericsOptions {
         script: a.script,
         args: a.args,
         steps: a.steps,
-        precision: match a.precision {
-            PrecisionArg::Default => "default",
-            PrecisionArg::High => "high",
-            PrecisionArg::Highest => "highest",
-        },
+        precision: a.precision.into(),
         python: a.python,
-        chip: chip(a.chip),
+        chip: a.chip,
     })?;
     Ok(code.clamp(0, 255) as u8)
 }
 
 fn run_script(a: RunArgs) -> Result<u8> {
-    use tpuport::runtime::target::{Mode, Precision, Request, TargetRequest};
-    let request = Request {
-        target: match a.target {
-            TargetArg::Auto => TargetRequest::Auto,
-            TargetArg::Tpu => TargetRequest::Tpu,
-            TargetArg::Sim => TargetRequest::Sim,
-            TargetArg::Host => TargetRequest::Host,
-        },
-        mode: match a.mode {
-            ModeArg::Strict => Mode::Strict,
-            ModeArg::Debug => Mode::Debug,
-            ModeArg::DeferFuse => Mode::DeferFuse,
-        },
-        precision: a.precision.map(|p| match p {
-            PrecisionArg::Default => Precision::Default,
-            PrecisionArg::High => Precision::High,
-            PrecisionArg::Highest => Precision::Highest,
-        }),
+    let request = tpuport::runtime::target::Request {
+        target: a.target.into(),
+        mode: a.mode.into(),
+        precision: a.precision.map(Into::into),
         excess_precision: a.excess_precision,
         debug_checks: a.debug_checks,
         cache_dir: a.cache_dir,
         cache_name: a.cache_name,
-        chip: chip(a.chip),
+        chip: a.chip,
     };
     if let Some(t) = a.timeout
         && !(t > 0.0 && t.is_finite())
@@ -374,11 +419,7 @@ fn run_script(a: RunArgs) -> Result<u8> {
         subprocess: a.subprocess,
         sim: tpuport::runtime::SimOptions {
             strict_hbm: a.strict_hbm,
-            hbm_track: match a.hbm_track {
-                HbmTrackArg::Sampled => "sampled",
-                HbmTrackArg::Full => "full",
-                HbmTrackArg::Off => "off",
-            },
+            hbm_track: a.hbm_track.into(),
             hbm_bytes: a.hbm,
         },
         numerics: None,

@@ -3,14 +3,20 @@
 //!
 //! The parent ([`launcher`]) has no Python in it; it spawns a child: the same binary's hidden
 //! `__worker` command, which embeds CPython ([`worker`]), or `<python> -m tpuport_agent` when the
-//! environment's Python differs from the one tpuport was built with ([`python`]). Either way the
-//! child runs the agent (`python/tpuport_agent`, shipped inside the binary and written to a cache
-//! folder), which runs the script as `__main__` and writes events to a pipe. [`target`] decides
-//! where the script runs and how TorchTPU is configured.
+//! environment's Python differs from the one tpuport was built with ([`interpreter`]). Either way
+//! the child runs the agent (the Python package in `src/runtime/agent/`, shipped inside the
+//! binary and written to a cache folder), which runs the script as `__main__` and writes events
+//! to a pipe. [`detect`] looks for a TPU, [`target`] decides where the script runs and how
+//! TorchTPU is configured, and the agent is told all of it in an [`AgentConfig`] ([`config`]),
+//! with the chip's record from the one chip table ([`chips`]).
 
+pub mod chips;
+pub mod config;
+pub mod deploy;
+pub mod detect;
+pub mod interpreter;
 pub mod launcher;
 pub mod numerics;
-pub mod python;
 pub mod target;
 pub mod worker;
 
@@ -18,64 +24,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use serde_json::json;
 
 use crate::profile::event::{RunStart, SCHEMA_VERSION};
-use python::Runtime;
-use target::{Request, Target};
-
-/// The agent's Python files, compiled into the binary.
-const AGENT_FILES: &[(&str, &str)] = &[
-    (
-        "tpuport_agent/__init__.py",
-        include_str!("python/tpuport_agent/__init__.py"),
-    ),
-    (
-        "tpuport_agent/__main__.py",
-        include_str!("python/tpuport_agent/__main__.py"),
-    ),
-    (
-        "tpuport_agent/sim.py",
-        include_str!("python/tpuport_agent/sim.py"),
-    ),
-    (
-        "tpuport_agent/sim_precision.py",
-        include_str!("python/tpuport_agent/sim_precision.py"),
-    ),
-    (
-        "tpuport_agent/sim_memory.py",
-        include_str!("python/tpuport_agent/sim_memory.py"),
-    ),
-    (
-        "tpuport_agent/simtpu/__init__.py",
-        include_str!("python/tpuport_agent/simtpu/__init__.py"),
-    ),
-    (
-        "tpuport_agent/simtpu/compiler.py",
-        include_str!("python/tpuport_agent/simtpu/compiler.py"),
-    ),
-    (
-        "tpuport_agent/simtpu/distributed.py",
-        include_str!("python/tpuport_agent/simtpu/distributed.py"),
-    ),
-    (
-        "tpuport_agent/simtpu/ops.py",
-        include_str!("python/tpuport_agent/simtpu/ops.py"),
-    ),
-    (
-        "tpuport_agent/simtpu/optimizers.py",
-        include_str!("python/tpuport_agent/simtpu/optimizers.py"),
-    ),
-    (
-        "tpuport_agent/simtpu/pallas.py",
-        include_str!("python/tpuport_agent/simtpu/pallas.py"),
-    ),
-    (
-        "tpuport_agent/simtpu/profiler.py",
-        include_str!("python/tpuport_agent/simtpu/profiler.py"),
-    ),
-    ("tpuport.py", include_str!("python/tpuport.py")),
-];
+use config::{AgentConfig, HbmTrack, NumericsSpec};
+use deploy::deploy_agent;
+use interpreter::Runtime;
+use target::{Precision, Request, Target};
 
 pub struct RunOptions {
     /// The script (with `module`: the module's name, for display and the events file name).
@@ -92,8 +46,8 @@ pub struct RunOptions {
     /// Force the `python -m tpuport_agent` runtime even where embedding would work.
     pub subprocess: bool,
     pub sim: SimOptions,
-    /// `tpuport numerics`: {steps, precision, save | compare, compare_out} for the agent.
-    pub numerics: Option<serde_json::Value>,
+    /// `tpuport numerics`: which of its two runs this is.
+    pub numerics: Option<NumericsSpec>,
 }
 
 /// Options that only the sim target reads.
@@ -101,8 +55,7 @@ pub struct RunOptions {
 pub struct SimOptions {
     /// Raise torch.OutOfMemoryError past the simulated HBM.
     pub strict_hbm: bool,
-    /// "sampled", "full" or "off".
-    pub hbm_track: &'static str,
+    pub hbm_track: HbmTrack,
     /// HBM per device instead of the chip's.
     pub hbm_bytes: Option<u64>,
 }
@@ -114,11 +67,11 @@ pub fn run(opts: RunOptions) -> Result<i32> {
             opts.script.display()
         );
     }
-    let env = python::find(opts.python.as_deref())?;
-    let tpus = target::scan_tpus(Path::new("/sys"), Path::new("/dev"));
-    let installed = target::torch_tpu_installed(&env.site_packages);
+    let env = interpreter::find(opts.python.as_deref())?;
+    let tpus = detect::scan_tpus(Path::new("/sys"), Path::new("/dev"));
+    let installed = detect::torch_tpu_installed(&env.site_packages);
     let plan = target::plan(&opts.request, &tpus, installed)?;
-    let (mut runtime, why) = python::choose_runtime(&env);
+    let (mut runtime, why) = interpreter::choose_runtime(&env);
     let mut notes = plan.notes.clone();
     if let Some(w) = why {
         notes.push(w);
@@ -135,25 +88,33 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         Some(_) => opts.script.clone(),
         None => std::fs::canonicalize(&opts.script).unwrap_or_else(|_| opts.script.clone()),
     };
-    let config = json!({
-        "script": script,
-        "module": opts.module,
-        "args": opts.args,
-        "target": plan.target.as_str(),
-        "mode": opts.request.mode.as_str(),
-        "precision": opts.request.precision.map(|p| p.as_str()).unwrap_or("default"),
-        "excess_precision": opts.request.excess_precision,
-        "debug_checks": opts.request.debug_checks,
-        "chip": plan.chip.map(|c| c.name),
-        "hbm_bytes": opts.sim.hbm_bytes.or(plan.chip.map(|c| c.hbm_per_device)),
-        "strict_hbm": opts.sim.strict_hbm,
-        "hbm_track": opts.sim.hbm_track,
-        "numerics": opts.numerics,
-        "calls": plan.calls,
-        "t0": t0,
-    });
+    let precision = opts.request.precision.unwrap_or(Precision::Default);
+    let agent_config = AgentConfig {
+        script,
+        module: opts.module.clone(),
+        args: opts.args.clone(),
+        target: plan.target,
+        mode: opts.request.mode,
+        precision,
+        excess_precision: opts.request.excess_precision,
+        debug_checks: opts.request.debug_checks,
+        chip: plan.chip,
+        hbm_bytes: opts.sim.hbm_bytes.or(plan.chip.map(|c| c.hbm_per_device)),
+        strict_hbm: opts.sim.strict_hbm,
+        hbm_track: opts.sim.hbm_track,
+        numerics: opts.numerics.clone(),
+        calls: plan.calls.clone(),
+        t0,
+    };
     let mut env_vars = plan.env.clone();
-    env_vars.insert("TPUPORT_AGENT_CONFIG".into(), Some(config.to_string()));
+    env_vars.insert(
+        config::ENV_VAR.into(),
+        Some(
+            agent_config
+                .to_json()
+                .context("cannot encode the agent's configuration")?,
+        ),
+    );
     env_vars.insert(
         "TPUPORT_EVENTS_FD".into(),
         Some(launcher::EVENTS_FD.to_string()),
@@ -203,12 +164,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         } else {
             opts.request.mode.as_str().into()
         },
-        precision: opts
-            .request
-            .precision
-            .map(|p| p.as_str())
-            .unwrap_or("default")
-            .into(),
+        precision: precision.as_str().into(),
         hbm_bytes: plan.chip.map(|c| c.hbm_per_device),
         pid: 0,
         runtime: runtime.as_str().into(),
@@ -245,42 +201,4 @@ pub fn installed_version(site_packages: &[PathBuf], dist: &str) -> Option<String
                 Some(rest.to_string())
             })
     })
-}
-
-/// Write the agent's files to `<cache>/agent-<hash>/` once (content-addressed, so a new tpuport
-/// never runs an old agent), and return that folder.
-pub fn deploy_agent() -> Result<PathBuf> {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for (p, c) in AGENT_FILES {
-        p.hash(&mut h);
-        c.hash(&mut h);
-    }
-    let root = python::cache_root().unwrap_or_else(std::env::temp_dir);
-    let dir = root.join(format!("agent-{:016x}", h.finish()));
-    if dir.join(".complete").exists() {
-        return Ok(dir);
-    }
-    let tmp = root.join(format!("agent-tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    for (p, c) in AGENT_FILES {
-        let f = tmp.join(p);
-        std::fs::create_dir_all(f.parent().unwrap()).with_context(|| {
-            format!(
-                "cannot write the agent into {}: set TPUPORT_CACHE to a writable folder",
-                root.display()
-            )
-        })?;
-        std::fs::write(&f, c)?;
-    }
-    std::fs::write(tmp.join(".complete"), "")?;
-    match std::fs::rename(&tmp, &dir) {
-        Ok(()) => {}
-        // Another run put it there first.
-        Err(_) if dir.join(".complete").exists() => {
-            let _ = std::fs::remove_dir_all(&tmp);
-        }
-        Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
-    }
-    Ok(dir)
 }

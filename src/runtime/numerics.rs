@@ -8,9 +8,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
-use serde_json::json;
 
-use super::target::{Mode, Request, TargetRequest};
+use super::chips::Chip;
+use super::config::{HbmTrack, NumericsSpec};
+use super::target::{Mode, Precision, Request, TargetRequest};
 use super::{RunOptions, SimOptions};
 use crate::profile::event::Event;
 
@@ -18,10 +19,10 @@ pub struct NumericsOptions {
     pub script: PathBuf,
     pub args: Vec<String>,
     pub steps: u32,
-    /// The emulated precision to compare: "default", "high" or "highest".
-    pub precision: &'static str,
+    /// The emulated precision to compare with float32.
+    pub precision: Precision,
     pub python: Option<PathBuf>,
-    pub chip: Option<&'static super::target::Chip>,
+    pub chip: Option<&'static Chip>,
 }
 
 #[derive(Deserialize)]
@@ -48,25 +49,25 @@ pub fn numerics(opts: NumericsOptions) -> Result<i32> {
     let saved = dir.path().join("reference.pt");
     let compare = dir.path().join("compare.json");
     let mut events = vec![];
-    for (role, precision) in [("float32", "off"), ("tpu", opts.precision)] {
+    for (role, precision) in [("float32", None), ("tpu", Some(opts.precision))] {
         let ev = dir.path().join(format!("{role}.jsonl"));
         eprintln!(
             "tpuport numerics: run {} of 2: {} ({} steps)",
             events.len() + 1,
-            if role == "float32" {
-                "plain float32 (the host's numbers)".to_string()
-            } else {
-                format!("TPU matmul precision `{precision}` emulated")
+            match precision {
+                None => "plain float32 (the host's numbers)".to_string(),
+                Some(p) => format!("TPU matmul precision `{}` emulated", p.as_str()),
             },
             opts.steps
         );
-        let mut spec = json!({"steps": opts.steps, "precision": precision});
-        if role == "float32" {
-            spec["save"] = json!(saved);
-        } else {
-            spec["compare"] = json!(saved);
-            spec["compare_out"] = json!(compare);
-        }
+        let reference = precision.is_none();
+        let spec = NumericsSpec {
+            steps: opts.steps,
+            precision,
+            save: reference.then(|| saved.clone()),
+            compare: (!reference).then(|| saved.clone()),
+            compare_out: (!reference).then(|| compare.clone()),
+        };
         let code = super::run(RunOptions {
             script: opts.script.clone(),
             module: None,
@@ -83,7 +84,7 @@ pub fn numerics(opts: NumericsOptions) -> Result<i32> {
             observer: super::launcher::ObserverChoice::StepLines,
             subprocess: false,
             sim: SimOptions {
-                hbm_track: "off",
+                hbm_track: HbmTrack::Off,
                 ..SimOptions::default()
             },
             numerics: Some(spec),
@@ -106,7 +107,7 @@ pub fn numerics(opts: NumericsOptions) -> Result<i32> {
             opts.script.display()
         );
     }
-    print!("{}", render(&rows, opts.precision));
+    print!("{}", render(&rows, opts.precision.as_str()));
     if let Ok(text) = fs::read_to_string(&compare) {
         let c: Compare = serde_json::from_str(&text).context("reading the parameter comparison")?;
         let mut params = c.params;

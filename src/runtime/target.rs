@@ -1,134 +1,19 @@
 //! Where a script runs and how TorchTPU is configured for it.
 //!
-//! TPU detection reads PCI and VFIO only, as TorchTPU itself does (no torch import): a device
-//! under `/sys/bus/pci/devices` with vendor `0x1ae0` (Google), a known TPU device id, and its
-//! IOMMU group present under `/dev/vfio`. [`plan`] turns the run options into the exact
-//! environment and Python calls for the target: for a real TPU only TorchTPU's own switches
-//! (env vars read at start, `torch.set_float32_matmul_precision` and
-//! `torch.tpu.allow_excess_precision` before the first compile), never the `torch.tpu.*` device
-//! helpers that are internal on torch >= 2.11.
+//! [`plan`] turns the run options and what [`super::detect`] found into the exact environment
+//! and Python calls for the target: for a real TPU only TorchTPU's own switches (env vars read
+//! at start, `torch.set_float32_matmul_precision` and `torch.tpu.allow_excess_precision` before
+//! the first compile), never the `torch.tpu.*` device helpers that are internal on torch >= 2.11.
+//! [`Target`], [`Mode`] and [`Precision`] serialise to the strings the agent reads.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Result, bail};
+use serde::Serialize;
 
-/// A TPU generation, from TorchTPU's hardware table.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Chip {
-    /// The `--chip` name.
-    pub name: &'static str,
-    /// `get_device_name()` text.
-    pub device_name: &'static str,
-    pub pci_device: u16,
-    pub hbm_per_device: u64,
-    pub devices_per_chip: u32,
-    pub bf16_tflops_per_chip: f64,
-}
-
-const GIB: u64 = 1 << 30;
-
-pub const CHIPS: &[Chip] = &[
-    Chip {
-        name: "v4",
-        device_name: "TPU v4",
-        pci_device: 0x005e,
-        hbm_per_device: 32 * GIB,
-        devices_per_chip: 1,
-        bf16_tflops_per_chip: 275.0,
-    },
-    Chip {
-        name: "v5e",
-        device_name: "TPU v5e",
-        pci_device: 0x0063,
-        hbm_per_device: 16 * GIB,
-        devices_per_chip: 1,
-        bf16_tflops_per_chip: 197.0,
-    },
-    Chip {
-        name: "v5p",
-        device_name: "TPU v5p",
-        pci_device: 0x0062,
-        hbm_per_device: 95 * GIB,
-        devices_per_chip: 1,
-        bf16_tflops_per_chip: 459.0,
-    },
-    Chip {
-        name: "v6e",
-        device_name: "TPU v6e",
-        pci_device: 0x006f,
-        hbm_per_device: 32 * GIB,
-        devices_per_chip: 1,
-        bf16_tflops_per_chip: 918.0,
-    },
-    Chip {
-        name: "v7x",
-        device_name: "TPU v7",
-        pci_device: 0x0076,
-        hbm_per_device: 96 * GIB,
-        devices_per_chip: 2,
-        bf16_tflops_per_chip: 2307.0,
-    },
-];
-
-pub const GOOGLE_PCI_VENDOR: &str = "0x1ae0";
-
-pub fn chip_by_name(name: &str) -> Option<&'static Chip> {
-    CHIPS
-        .iter()
-        .find(|c| c.name.eq_ignore_ascii_case(name) || (name == "v7" && c.name == "v7x"))
-}
-
-/// A TPU device found on the PCI bus and exposed through VFIO.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TpuDevice {
-    pub pci_address: String,
-    pub chip: &'static Chip,
-    pub iommu_group: String,
-}
-
-/// Scan `<sys>/bus/pci/devices` for TPUs whose IOMMU group is present under `<dev>/vfio`.
-/// Reads files only; never imports torch or talks to a TPU runtime.
-pub fn scan_tpus(sys_root: &Path, dev_root: &Path) -> Vec<TpuDevice> {
-    let mut found = vec![];
-    let Ok(entries) = std::fs::read_dir(sys_root.join("bus/pci/devices")) else {
-        return found;
-    };
-    let mut entries: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    entries.sort();
-    for dev in entries {
-        let read =
-            |f: &str| std::fs::read_to_string(dev.join(f)).map(|s| s.trim().to_ascii_lowercase());
-        if read("vendor").ok().as_deref() != Some(GOOGLE_PCI_VENDOR) {
-            continue;
-        }
-        let Ok(device) = read("device") else { continue };
-        let Ok(id) = u16::from_str_radix(device.trim_start_matches("0x"), 16) else {
-            continue;
-        };
-        let Some(chip) = CHIPS.iter().find(|c| c.pci_device == id) else {
-            continue;
-        };
-        let Ok(group) = std::fs::read_link(dev.join("iommu_group")) else {
-            continue;
-        };
-        let Some(group) = group.file_name().map(|g| g.to_string_lossy().to_string()) else {
-            continue;
-        };
-        if dev_root.join("vfio").join(&group).exists() {
-            found.push(TpuDevice {
-                pci_address: dev
-                    .file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .to_string(),
-                chip,
-                iommu_group: group,
-            });
-        }
-    }
-    found
-}
+use super::chips::{Chip, DEFAULT_SIM_CHIP, chip_by_name};
+use super::detect::TpuDevice;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TargetRequest {
@@ -138,7 +23,8 @@ pub enum TargetRequest {
     Host,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Target {
     Tpu,
     Sim,
@@ -156,7 +42,8 @@ impl Target {
 }
 
 /// TorchTPU's eager modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// `DEFER_NEVER` (TorchTPU's default): op by op, asynchronous.
     Strict,
@@ -177,7 +64,8 @@ impl Mode {
 }
 
 /// Float32 matmul precision: bf16 1-pass (TorchTPU's default, "medium"), 3-pass, 6-pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Precision {
     Default,
     High,
@@ -345,10 +233,9 @@ pub fn plan(req: &Request, tpus: &[TpuDevice], torch_tpu_installed: bool) -> Res
         }
         Target::Sim | Target::Host => {
             p.chip = if target == Target::Sim {
-                Some(
-                    req.chip
-                        .unwrap_or_else(|| chip_by_name("v5e").expect("v5e in table")),
-                )
+                Some(req.chip.unwrap_or_else(|| {
+                    chip_by_name(DEFAULT_SIM_CHIP).expect("the default chip is in the table")
+                }))
             } else {
                 req.chip
             };
@@ -388,67 +275,9 @@ pub fn plan(req: &Request, tpus: &[TpuDevice], torch_tpu_installed: bool) -> Res
     Ok(p)
 }
 
-/// Is TorchTPU installed in these site-packages folders? (Looks for its dist-info; no import.)
-pub fn torch_tpu_installed(site_packages: &[PathBuf]) -> bool {
-    site_packages.iter().any(|sp| {
-        std::fs::read_dir(sp).is_ok_and(|rd| {
-            rd.filter_map(|e| e.ok()).any(|e| {
-                let n = e.file_name().to_string_lossy().to_ascii_lowercase();
-                n.starts_with("torch_tpu-") && n.ends_with(".dist-info")
-            })
-        })
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fake_machine(devices: &[(&str, &str, &str, bool)]) -> tempfile::TempDir {
-        // (pci address, vendor, device, vfio group present)
-        let root = tempfile::tempdir().unwrap();
-        let sys = root.path().join("sys/bus/pci/devices");
-        let groups = root.path().join("sys/kernel/iommu_groups");
-        std::fs::create_dir_all(&sys).unwrap();
-        std::fs::create_dir_all(root.path().join("dev/vfio")).unwrap();
-        for (i, (addr, vendor, device, vfio)) in devices.iter().enumerate() {
-            let d = sys.join(addr);
-            std::fs::create_dir_all(&d).unwrap();
-            std::fs::write(d.join("vendor"), format!("{vendor}\n")).unwrap();
-            std::fs::write(d.join("device"), format!("{device}\n")).unwrap();
-            let g = groups.join(format!("{}", 10 + i));
-            std::fs::create_dir_all(&g).unwrap();
-            std::os::unix::fs::symlink(&g, d.join("iommu_group")).unwrap();
-            if *vfio {
-                std::fs::write(root.path().join("dev/vfio").join(format!("{}", 10 + i)), "")
-                    .unwrap();
-            }
-        }
-        root
-    }
-
-    #[test]
-    fn detection_reads_pci_and_vfio_only() {
-        let m = fake_machine(&[
-            ("0000:00:04.0", "0x1ae0", "0x0063", true), // v5e with VFIO
-            ("0000:00:05.0", "0x1ae0", "0x0063", false), // v5e without VFIO: invisible
-            ("0000:00:06.0", "0x1ae0", "0x9999", true), // Google, not a TPU
-            ("0000:00:07.0", "0x8086", "0x0063", true), // other vendor
-            ("0000:00:08.0", "0x1AE0", "0x0076", true), // v7, upper-case hex
-        ]);
-        let found = scan_tpus(&m.path().join("sys"), &m.path().join("dev"));
-        let names: Vec<(&str, &str)> = found
-            .iter()
-            .map(|d| (d.pci_address.as_str(), d.chip.name))
-            .collect();
-        assert_eq!(
-            names,
-            vec![("0000:00:04.0", "v5e"), ("0000:00:08.0", "v7x")]
-        );
-        assert_eq!(found[0].iommu_group, "10");
-        // No sysfs at all: no TPU, no error.
-        assert!(scan_tpus(Path::new("/nonexistent"), Path::new("/nonexistent")).is_empty());
-    }
 
     fn tpu() -> Vec<TpuDevice> {
         vec![TpuDevice {

@@ -9,16 +9,10 @@ import os
 import socket
 import time
 
+from tpuport_agent import state
+
 window_num_stripes = 4
 window_stripe_chunk_mb = 8
-
-_TOPOLOGY = {
-    "v4": {1: "1,1,1", 2: "1,2,1", 4: "2,2,1", 8: "2,2,2"},
-    "v5p": {1: "1,1,1", 2: "1,2,1", 4: "2,2,1", 8: "2,2,2"},
-    "v5e": {1: "1,1,1", 4: "2,2,1", 8: "2,4,1"},
-    "v6e": {1: "1,1,1", 4: "2,2,1", 8: "2,4,1"},
-    "v7x": {2: "1,1,1,2", 4: "1,2,1,2", 8: "2,2,1,2"},
-}
 
 
 def _free_port():
@@ -28,9 +22,8 @@ def _free_port():
 
 
 def set_tpu_launch_env(*, nnodes=None, nproc_per_node=None):
-    """Single host only on the sim: nproc_per_node devices (default: WORLD_SIZE, else 1)."""
-    from tpuport_agent import sim
-
+    """Single host only on the sim: nproc_per_node devices (default: WORLD_SIZE, else 1); the
+    topology for that count comes from the simulated chip's record."""
     hosts = [h for h in os.environ.get("TPU_WORKER_HOSTNAMES", "").split(",") if h]
     if len(hosts) > 1 or (nnodes or 1) > 1 or os.environ.get("JOB_COMPLETION_INDEX"):
         raise RuntimeError("set_tpu_launch_env(): the tpuport sim target emulates one host; multi-host launch "
@@ -41,7 +34,8 @@ def set_tpu_launch_env(*, nnodes=None, nproc_per_node=None):
     if "TORCH_TPU_SLICEBUILDER_ADDRESSES" not in env:
         env["TORCH_TPU_SLICEBUILDER_ADDRESSES"] = ",".join("localhost:%d" % _free_port() for _ in range(count))
     if "TORCH_TPU_TOPOLOGY" not in env:
-        topo = _TOPOLOGY.get(sim.CHIP["name"], {}).get(count)
+        # JSON object keys are strings: the chip record maps "4" to "2,2,1".
+        topo = state.CHIP["topologies"].get(str(count))
         if topo is None:
             raise RuntimeError("No TPU topology found for count: %d" % count)
         env["TORCH_TPU_TOPOLOGY"] = topo
@@ -75,14 +69,12 @@ def topology_aware_mesh(mesh_shape, *, dcn_mesh_shape=None, allow_split_physical
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
-    from tpuport_agent import sim
-
     if not (dist.is_available() and dist.is_initialized()):
         raise RuntimeError("PyTorch distributed process group must be initialized before calling topology_aware_mesh.")
     shape = tuple(mesh_shape)
     if dcn_mesh_shape is not None:
         shape = tuple(a * b for a, b in zip(shape, dcn_mesh_shape))
-    return init_device_mesh(sim.HOST, shape)
+    return init_device_mesh(state.HOST, shape)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ import os
 import sys
 import time
 
+from tpuport_agent import state
+
 _AGENT = None
 
 
@@ -234,8 +236,7 @@ class Agent:
             return counted
 
         kinds = ["item", "cpu", "tolist", "numpy"]
-        sim = sys.modules.get("tpuport_agent.sim")
-        if sim is not None and getattr(sim, "EAGER_MODE", 1) == 0:
+        if state.EAGER_MODE == 0:
             # DeferAndFuse: data-dependent control flow and printing materialise too.
             kinds += ["__bool__", "__int__", "__float__", "__index__", "__repr__", "__format__"]
         for kind in kinds:
@@ -267,8 +268,9 @@ class Agent:
         import torch._dynamo.callback as callback
         import torch._dynamo.utils  # noqa: F401  (compilation metrics)
 
-        sim = sys.modules.get("tpuport_agent.sim")
-        if sim is not None and getattr(sim, "ACTIVE", False):
+        if state.ACTIVE:
+            from tpuport_agent import sim
+
             sim.register_compile_backend(torch)
 
         dynamo = torch._dynamo
@@ -343,8 +345,7 @@ class Agent:
             if seconds is None:
                 seconds = getattr(m, "backend_compile_time_s", None) or 0.0
             is_forward = getattr(m, "is_forward", True)
-            sim = sys.modules.get("tpuport_agent.sim")
-            extra = sim.GRAPH_INFO.get(str(getattr(m, "compile_id", "") or ""), {}) if sim is not None else {}
+            extra = state.GRAPH_INFO.get(str(getattr(m, "compile_id", "") or ""), {})
             self.em.emit(
                 "compile",
                 compile_id=str(getattr(m, "compile_id", "") or ""),
@@ -385,8 +386,9 @@ class Agent:
         self.em.emit("memory", **fields)
 
     def device_memory(self):
-        sim = sys.modules.get("tpuport_agent.sim")
-        if sim is not None and getattr(sim, "ACTIVE", False):
+        if state.ACTIVE:
+            from tpuport_agent import sim
+
             return sim.memory()
         torch = self.torch
         if torch is None:

@@ -15,34 +15,16 @@ Installed by the agent right after ``import torch`` when the target is sim. It
 
 Tensors report the host device (``x.device.type == "cpu"``); code that branches on
 ``device.type == "tpu"`` sees the host (see README, "The sim target").
+
+This module only installs: the state the patches share lives in ``state`` (which the other sim
+modules read, so none of them imports this one).
 """
 
 import os
 import sys
 import time
-import warnings
 
-ACTIVE = False
-HOST = "cpu"
-CONFIG = {}
-AGENT = None
-# The chip being simulated: name, device_name, hbm (bytes per device), devices_per_chip, bf16 FLOP/s per chip.
-CHIP = {"name": "v5e", "device_name": "TPU v5e", "hbm": 16 << 30, "devices_per_chip": 1, "bf16_flops": 197e12}
-# TorchTPU state the sim keeps (torch.tpu reads and writes these).
-EAGER_MODE = 1  # DEFER_NEVER (strict)
-DEBUG_CHECKS = False
-EXCESS_PRECISION = False
-EXCESS_LATCHED = None  # the value the first compile saw
-COMPILED = False
-INITIALIZED = False
-
-CHIPS = {
-    "v4": ("TPU v4", 32 << 30, 1, 275e12),
-    "v5e": ("TPU v5e", 16 << 30, 1, 197e12),
-    "v5p": ("TPU v5p", 95 << 30, 1, 459e12),
-    "v6e": ("TPU v6e", 32 << 30, 1, 918e12),
-    "v7x": ("TPU v7", 96 << 30, 2, 2307e12),
-}
+from tpuport_agent import sim_memory, sim_precision, simtpu, state
 
 DYNAMIC_ERROR = (
     "TPU backend does not support torch.compile(..., dynamic=True, ...). Please run torch.compile() with "
@@ -91,44 +73,40 @@ def _is_tpu(d):
 def _host(d):
     import torch
 
-    if isinstance(d, str) and ":" in d and HOST != "cpu":
-        return torch.device(HOST, int(d.split(":", 1)[1]))
-    return torch.device(HOST)
+    if isinstance(d, str) and ":" in d and state.HOST != "cpu":
+        return torch.device(state.HOST, int(d.split(":", 1)[1]))
+    return torch.device(state.HOST)
 
 
 def install(config, agent=None):
-    global ACTIVE, HOST, CONFIG, AGENT, CHIP, EAGER_MODE, DEBUG_CHECKS, EXCESS_PRECISION
+    """Install the sim for the agent's configuration (the chip record comes from Rust's table)."""
     import torch
 
-    CONFIG, AGENT = config, agent
-    name = config.get("chip") or "v5e"
-    dev_name, hbm, per_chip, flops = CHIPS.get(name, CHIPS["v5e"])
-    if config.get("hbm_bytes"):
-        hbm = int(config["hbm_bytes"])
-    CHIP = {"name": name, "device_name": dev_name, "hbm": hbm, "devices_per_chip": per_chip, "bf16_flops": flops}
-    HOST = "cuda" if torch.cuda.is_available() else "cpu"
+    chip = config["chip"]
+    state.CHIP = chip
+    state.HBM = int(config.get("hbm_bytes") or chip["hbm_per_device"])
+    state.HOST = "cuda" if torch.cuda.is_available() else "cpu"
     mode = config.get("mode", "strict")
-    EAGER_MODE = {"strict": 1, "debug": 2, "defer-fuse": 0}.get(mode, 1)
-    DEBUG_CHECKS = bool(config.get("debug_checks"))
-    EXCESS_PRECISION = bool(config.get("excess_precision")) or "--xla_allow_excess_precision=true" in os.environ.get("XLA_FLAGS", "")
-    if EAGER_MODE == 2 and HOST == "cuda":
+    state.EAGER_MODE = {"strict": 1, "debug": 2, "defer-fuse": 0}.get(mode, 1)
+    state.DEBUG_CHECKS = bool(config.get("debug_checks"))
+    state.EXCESS_PRECISION = (bool(config.get("excess_precision"))
+                              or "--xla_allow_excess_precision=true" in os.environ.get("XLA_FLAGS", ""))
+    if state.EAGER_MODE == 2 and state.HOST == "cuda":
         os.environ.setdefault("CUDA_LAUNCH_BLOCKING", "1")
 
     _install_device_mapping(torch)
-    from tpuport_agent import sim_precision, sim_memory, simtpu
-
     simtpu.install(torch)
     _install_accelerator(torch)
     _install_compile(torch)
     _install_distributed(torch)
     precision = (config.get("numerics") or {}).get("precision") or config.get("precision") or "default"
-    sim_precision.install(torch, precision, HOST)
+    sim_precision.install(torch, precision, state.HOST)
     sim_memory.install(torch, config, agent)
-    if EAGER_MODE == 0 and agent is not None:
+    if state.EAGER_MODE == 0 and agent is not None:
         agent.em.emit("log", stream="tpuport", line=(
             "sim: defer-fuse eager mode; each host sync (.item(), .cpu(), print, bool(tensor), ...) ends a fused "
             "region on a TPU; their count per step is in the sync events"))
-    ACTIVE = True
+    state.ACTIVE = True
 
 
 # ---- the device -----------------------------------------------------------------------------
@@ -154,15 +132,13 @@ def _install_device_mapping(torch):
             elif len(args) > 1 and _is_tpu(args[1]) and getattr(func, "__name__", "") == "to":
                 args = (args[0], _host(args[1])) + tuple(args[2:])
             if func is sdpa:
-                from tpuport_agent import sim_precision
-
                 if sim_precision.emulating(args[0] if args else kwargs.get("query")):
                     return sim_precision.sdpa_math(torch, *args, **kwargs)
             if func in take_like:
                 try:
                     return func(*args, **kwargs)
                 except (IndexError, RuntimeError) as e:
-                    if DEBUG_CHECKS or EAGER_MODE == 2 or "index" not in str(e).lower():
+                    if state.DEBUG_CHECKS or state.EAGER_MODE == 2 or "index" not in str(e).lower():
                         raise
                     raise type(e)("%s\n[tpuport sim] On a TPU this call would not fail: out-of-range indices "
                                   "read arbitrary values. %s (tpuport run --debug-checks)" % (e, TAKE_CHECK)) from None
@@ -170,7 +146,7 @@ def _install_device_mapping(torch):
 
     def autocast_init(self, device_type, *args, **kwargs):
         if device_type == "tpu":
-            device_type = HOST
+            device_type = state.HOST
         return original_autocast_init(self, device_type, *args, **kwargs)
 
     torch.amp.autocast_mode.autocast.__init__ = autocast_init
@@ -192,10 +168,8 @@ def _install_device_mapping(torch):
 
 def _install_accelerator(torch):
     """One "tpu" device per process, as TorchTPU shows it; memory from the sim's tracker."""
-    from tpuport_agent import sim_memory
-
     acc = torch.accelerator
-    host_sync = torch.cuda.synchronize if HOST == "cuda" else (lambda *a, **k: None)
+    host_sync = torch.cuda.synchronize if state.HOST == "cuda" else (lambda *a, **k: None)
 
     def _index(device):
         if device is None:
@@ -230,7 +204,7 @@ def _install_accelerator(torch):
         "max_memory_reserved": lambda device_index=None, /: sim_memory.TRACKER.peak,
         "memory_stats": lambda device_index=None, /: sim_memory.TRACKER.stats(),
         "reset_peak_memory_stats": lambda device_index=None, /: sim_memory.TRACKER.reset_peak(),
-        "get_memory_info": lambda device_index=None, /: (max(CHIP["hbm"] - sim_memory.TRACKER.live, 0), CHIP["hbm"]),
+        "get_memory_info": lambda device_index=None, /: (max(state.HBM - sim_memory.TRACKER.live, 0), state.HBM),
         "empty_cache": lambda: None,
     }
     getframe = sys._getframe
@@ -289,9 +263,6 @@ def _install_compile(torch):
     torch.compile = compile
 
 
-GRAPH_INFO = {}
-
-
 def register_compile_backend(torch):
     """`torch.compile(backend="tpu")` on the host: Dynamo's graph capture, then AOTAutograd with
     eager kernels (aot_eager), recording each graph's size and backend time. Called once Dynamo
@@ -303,9 +274,8 @@ def register_compile_backend(torch):
     aot_eager = lookup_backend("aot_eager")
 
     def tpu(gm, example_inputs, **kwargs):
-        global COMPILED, EXCESS_LATCHED
-        if not COMPILED:
-            COMPILED, EXCESS_LATCHED = True, EXCESS_PRECISION
+        if not state.COMPILED:
+            state.COMPILED, state.EXCESS_LATCHED = True, state.EXCESS_PRECISION
         t = time.perf_counter()
         compiled = aot_eager(gm, example_inputs)
         try:
@@ -314,7 +284,7 @@ def register_compile_backend(torch):
             cid = str(CompileContext.current_compile_id())
         except Exception:
             cid = ""
-        GRAPH_INFO[cid] = {"graph_nodes": len(gm.graph.nodes), "backend_seconds": round(time.perf_counter() - t, 6)}
+        state.GRAPH_INFO[cid] = {"graph_nodes": len(gm.graph.nodes), "backend_seconds": round(time.perf_counter() - t, 6)}
         return compiled
 
     register_backend(tpu, name="tpu")
@@ -341,24 +311,11 @@ def _install_distributed(torch):
 
     for name in ("tpu_dist", "tpu"):
         if name not in dist.Backend.backend_list:
-            dist.Backend.register_backend(name, create, devices=["cpu", "cuda"] if HOST == "cuda" else ["cpu"])
-
-
-def latch_excess(value):
-    """torch.tpu.allow_excess_precision = value: as on a TPU, compiled graphs keep the value they
-    were compiled with; the sim warns when a change comes after the first compile."""
-    global EXCESS_PRECISION
-    if COMPILED and value != EXCESS_LATCHED:
-        warnings.warn(
-            "[tpuport sim] torch.tpu.allow_excess_precision changed to %r after the first compilation: graphs "
-            "compiled so far keep %r (XLA option latching). Set it before the first torch.compile call, or clear "
-            "the caches (torch.compiler.reset()) first." % (value, EXCESS_LATCHED), UserWarning, stacklevel=3)
-    EXCESS_PRECISION = bool(value)
+            dist.Backend.register_backend(name, create, devices=["cpu", "cuda"] if state.HOST == "cuda" else ["cpu"])
 
 
 def memory():
     """Device memory as the sim sees it (for the agent's memory events)."""
-    mod = sys.modules.get("tpuport_agent.sim_memory")
-    if mod is None or mod.TRACKER is None:
+    if sim_memory.TRACKER is None:
         return None
-    return mod.TRACKER.event_fields()
+    return sim_memory.TRACKER.event_fields()

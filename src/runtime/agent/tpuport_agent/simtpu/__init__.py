@@ -16,7 +16,7 @@ import time
 import types
 import warnings
 
-from tpuport_agent import sim, sim_precision
+from tpuport_agent import sim_precision, state
 
 _torch = None
 
@@ -147,14 +147,14 @@ class _TpuDeviceProperties:
 
 
 def get_device_properties(device=None):
-    chip = sim.CHIP
-    return _TpuDeviceProperties(name=chip["device_name"], total_memory=int(chip["hbm"]), multi_processor_count=1,
-                                bf16_flops=chip["bf16_flops"] / chip["devices_per_chip"],
+    chip = state.CHIP
+    return _TpuDeviceProperties(name=chip["device_name"], total_memory=int(state.HBM), multi_processor_count=1,
+                                bf16_flops=chip["bf16_flops_per_chip"] / chip["devices_per_chip"],
                                 devices_per_chip=chip["devices_per_chip"])
 
 
 def get_device_name(device=None):
-    return sim.CHIP["device_name"]
+    return state.CHIP["device_name"]
 
 
 def get_amp_supported_dtype():
@@ -170,7 +170,7 @@ def is_initialized():
 
 
 def _generator():
-    if sim.HOST == "cuda":
+    if state.HOST == "cuda":
         return _torch.cuda.default_generators[_torch.cuda.current_device()]
     return _torch.default_generator
 
@@ -266,12 +266,12 @@ def device_of(obj):
 def set_eager_mode(mode):
     if _torch.compiler.is_compiling():
         raise RuntimeError("Attempt to trace forbidden callable torch.tpu.set_eager_mode")
-    old = sim.EAGER_MODE
-    sim.EAGER_MODE = _mode_value(mode)
+    old = state.EAGER_MODE
+    state.EAGER_MODE = _mode_value(mode)
     try:
         yield
     finally:
-        sim.EAGER_MODE = old
+        state.EAGER_MODE = old
 
 
 def _mode_value(mode):
@@ -313,12 +313,23 @@ class _CacheStats:
 
 
 def _get_cache_stats():
-    n = len(sim.GRAPH_INFO)
+    n = len(state.GRAPH_INFO)
     return _CacheStats(n, 0, n)
 
 
 def _clear_cache():
     return None
+
+
+def _latch_excess(value):
+    """torch.tpu.allow_excess_precision = value: as on a TPU, compiled graphs keep the value they
+    were compiled with; the sim warns when a change comes after the first compile."""
+    if state.COMPILED and value != state.EXCESS_LATCHED:
+        warnings.warn(
+            "[tpuport sim] torch.tpu.allow_excess_precision changed to %r after the first compilation: graphs "
+            "compiled so far keep %r (XLA option latching). Set it before the first torch.compile call, or clear "
+            "the caches (torch.compiler.reset()) first." % (value, state.EXCESS_LATCHED), UserWarning, stacklevel=3)
+    state.EXCESS_PRECISION = bool(value)
 
 
 # ---- the module object: properties and lazy submodules --------------------------------------------
@@ -327,19 +338,19 @@ def _clear_cache():
 class _TpuModule(types.ModuleType):
     @property
     def eager_mode(self):
-        return EagerMode(sim.EAGER_MODE)
+        return EagerMode(state.EAGER_MODE)
 
     @eager_mode.setter
     def eager_mode(self, mode):
-        sim.EAGER_MODE = _mode_value(mode)
+        state.EAGER_MODE = _mode_value(mode)
 
     @property
     def allow_excess_precision(self):
-        return sim.EXCESS_PRECISION
+        return state.EXCESS_PRECISION
 
     @allow_excess_precision.setter
     def allow_excess_precision(self, value):
-        sim.latch_excess(bool(value))
+        _latch_excess(bool(value))
 
     @property
     def default_generators(self):

@@ -14,6 +14,8 @@ every op (exact, slower); ``off`` tracks nothing. ``--strict-hbm`` implies ``ful
 import gc
 import weakref
 
+from tpuport_agent import state
+
 TRACKER = None
 SAMPLE_FIRST = 3
 SAMPLE_EVERY = 25
@@ -80,9 +82,7 @@ class Tracker:
                 % (OOM_TEXT, _fmt(self.live), self.chip_name(), _fmt(self.capacity)))
 
     def chip_name(self):
-        from tpuport_agent import sim
-
-        return sim.CHIP["device_name"]
+        return state.CHIP["device_name"]
 
     def scan(self):
         """Baseline: the storages of every tensor the program holds right now."""
@@ -194,13 +194,11 @@ def _fmt(n):
 
 def install(torch, config, agent):
     global TRACKER
-    from tpuport_agent import sim
-
     strict = bool(config.get("strict_hbm"))
     policy = config.get("hbm_track") or "sampled"
     if strict:
         policy = "full"
-    TRACKER = Tracker(torch, sim.CHIP["hbm"], policy, strict, sim.HOST, agent)
+    TRACKER = Tracker(torch, state.HBM, policy, strict, state.HOST, agent)
     if policy in ("full", "sampled"):
         TRACKER.scan()
         TRACKER.start()
