@@ -1,7 +1,7 @@
 //! The integration tests, in one test binary (`cargo test --test integration`) so that a change
-//! relinks one executable: a module per area, with the helpers they share in `common`. Run one
-//! area with `cargo test --test integration sim::`; the data they read stays in `tests/`
-//! (fixtures, data, scripts, rules_*), and the insta snapshots are in `tests/integration/snapshots/`.
+//! relinks one executable: a module per area, with the helpers they share in `common`. One area:
+//! `cargo test --test integration sim::`. The data they read stays in `tests/` (fixtures, data,
+//! scripts, rules_*); the insta snapshots are in `tests/integration/snapshots/`.
 
 mod cli;
 mod common;
