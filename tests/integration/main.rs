@@ -1,8 +1,10 @@
 //! The integration tests, in one test binary (`cargo test --test integration`) so that a change
 //! relinks one executable: a module per area, with the helpers they share in `common`. One area:
 //! `cargo test --test integration sim::`. The data they read stays in `tests/` (fixtures, data,
-//! scripts, rules_*); the insta snapshots are in `tests/integration/snapshots/`.
+//! scripts, rules_*); the insta snapshots are in `tests/integration/snapshots/`. `architecture`
+//! checks the house rules of the source tree itself (no import circle, file sizes, layers).
 
+mod architecture;
 mod cli;
 mod common;
 mod examples;
