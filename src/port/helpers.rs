@@ -13,8 +13,7 @@ use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor};
 use ruff_python_ast::{Expr, ExprContext, Stmt};
 use ruff_text_size::{Ranged, TextRange, TextSize};
 
-use super::checker::delete_statement;
-use super::edit::{Edit, apply_edits};
+use super::edit::{Edit, apply_edits, delete_statement};
 use super::parse::parse;
 use super::rules::Helper;
 
