@@ -27,7 +27,7 @@ use std::collections::HashSet;
 
 use ruff_python_ast::visitor::source_order::{SourceOrderVisitor, TraversalSignal};
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr, ExprContext};
-use ruff_text_size::{Ranged, TextRange};
+use ruff_text_size::TextRange;
 
 use super::diagnostic::Diagnostic;
 use super::facts::{self, FileFacts};

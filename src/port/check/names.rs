@@ -2,7 +2,7 @@
 //! name, with `prefix.*` fallbacks), method calls and value attributes, and keyword arguments.
 
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr};
-use ruff_text_size::{Ranged, TextRange};
+use ruff_text_size::Ranged;
 
 use super::{Checker, Match};
 use crate::port::rules::Matcher;

@@ -2,7 +2,7 @@
 //! (plain, f-string, `.format`, `%`, `+`), and the minimal edit of a string rewrite.
 
 use ruff_python_ast::{self as ast, AnyNodeRef, StringFlags};
-use ruff_text_size::{TextRange, TextSize};
+use ruff_text_size::{Ranged, TextRange, TextSize};
 
 use super::Checker;
 use super::roles::Role;
