@@ -99,6 +99,9 @@ mod tests {
         );
         let lower = explain(&rules, Some("dev001"), false).unwrap();
         assert!(lower.starts_with("DEV001 ("), "{lower}");
-        assert_eq!(explain(&rules, None, false).unwrap(), explain(&rules, None, true).unwrap());
+        assert_eq!(
+            explain(&rules, None, false).unwrap(),
+            explain(&rules, None, true).unwrap()
+        );
     }
 }

@@ -281,7 +281,6 @@ fn collect(
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -189,5 +189,4 @@ mod tests {
         assert_eq!(split_keyword_item("a == b"), (None, "a == b"));
         assert_eq!(split_keyword_item("{x}"), (None, "{x}"));
     }
-
 }

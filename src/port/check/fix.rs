@@ -120,7 +120,12 @@ impl<'a> Checker<'a> {
         }
     }
 
-    pub(super) fn build_fix(&self, rule: &Rule, action: &Action, m: &Match<'a>) -> Result<Fix, String> {
+    pub(super) fn build_fix(
+        &self,
+        rule: &Rule,
+        action: &Action,
+        m: &Match<'a>,
+    ) -> Result<Fix, String> {
         match action {
             Action::Rename(map) => {
                 let to = map
@@ -207,7 +212,12 @@ impl<'a> Checker<'a> {
 
     /// Leave the rule's note as a comment at the statement: above it, or in its place when the
     /// fix removes it. The note is skipped where the statement shares its line with other code.
-    pub(super) fn with_note(&self, rule: &Rule, action: &Action, mut fix: Fix) -> Result<Fix, String> {
+    pub(super) fn with_note(
+        &self,
+        rule: &Rule,
+        action: &Action,
+        mut fix: Fix,
+    ) -> Result<Fix, String> {
         let Some(note) = &rule.note else {
             return Ok(fix);
         };

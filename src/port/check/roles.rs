@@ -19,7 +19,12 @@ pub(super) enum Role {
 }
 
 impl<'a> Checker<'a> {
-    pub(super) fn class_matches(&self, class: &str, roles: &[Role], min_args: Option<usize>) -> bool {
+    pub(super) fn class_matches(
+        &self,
+        class: &str,
+        roles: &[Role],
+        min_args: Option<usize>,
+    ) -> bool {
         let Some(patterns) = self.rules.positions.get(class) else {
             return false;
         };

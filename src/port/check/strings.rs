@@ -263,5 +263,4 @@ mod tests {
         // A change outside every verbatim segment cannot be placed.
         assert!(string_edit("cuda:{}", "tpu:{}", &[(4, 7, TextSize::from(0))]).is_none());
     }
-
 }

@@ -100,5 +100,4 @@ mod tests {
             "for i in r:\n    a = 1\n\n    b = f(\n        a)\n    c = 2\n"
         );
     }
-
 }

@@ -161,7 +161,6 @@ impl RuleSet {
         set.helpers.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(set)
     }
-
 }
 
 fn read_rule_dir(dir: &Path) -> Result<Vec<(String, String)>> {
@@ -242,10 +241,17 @@ mod tests {
         on_disk.sort();
         let mut listed: Vec<String> = BUILTIN.iter().map(|(p, _)| p.to_string()).collect();
         listed.sort();
-        assert_eq!(listed, on_disk, "BUILTIN in src/port/rules/load.rs vs rules/*.toml");
+        assert_eq!(
+            listed, on_disk,
+            "BUILTIN in src/port/rules/load.rs vs rules/*.toml"
+        );
         for (path, text) in BUILTIN {
             let on_disk = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path));
-            assert_eq!(on_disk.unwrap(), *text, "{path}: include_str! names another file");
+            assert_eq!(
+                on_disk.unwrap(),
+                *text,
+                "{path}: include_str! names another file"
+            );
         }
     }
 }

@@ -20,4 +20,6 @@ pub mod schema;
 pub use compile::placeholders;
 pub use load::{BUILTIN, RuleError};
 pub use model::{Action, Helper, Matcher, Note, PositionPattern, Rule, RuleFile, RuleSet};
-pub use schema::{ArgKind, ConvertDef, Example, FixClass, NoteWhere, RemoveKind, StringForm, UnwrapKind};
+pub use schema::{
+    ArgKind, ConvertDef, Example, FixClass, NoteWhere, RemoveKind, StringForm, UnwrapKind,
+};

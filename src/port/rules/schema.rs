@@ -189,7 +189,6 @@ pub enum NoteWhere {
     Loop,
 }
 
-
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub(super) enum RenameDef {

@@ -47,4 +47,3 @@ pub struct Scope {
     pub(super) globals: Vec<String>,
     pub(super) nonlocals: Vec<String>,
 }
-
