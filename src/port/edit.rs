@@ -5,7 +5,7 @@
 //! the fix loop, against the new text), so overlaps resolve the same way every time.
 //!
 //! Also the text geometry shared by the fixes and the import passes: deleting a whole statement
-//! ([`delete_statement`]) and the indentation of a line ([`indent_of`]).
+//! ([`delete_statement`]), line bounds and the indentation of a line ([`indent_of`]).
 
 use ruff_text_size::{TextRange, TextSize};
 
@@ -169,6 +169,20 @@ pub fn indent_of(src: &str, at: TextSize) -> Option<&str> {
         .chars()
         .all(|c| c == ' ' || c == '\t')
         .then_some(indent)
+}
+
+/// The start of the line that holds `at`.
+pub fn line_start(text: &str, at: TextSize) -> TextSize {
+    let s = usize::from(at);
+    let i = text[..s].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    TextSize::try_from(i).unwrap()
+}
+
+/// The end of the line that holds `at` (its `\n`, or the end of the text).
+pub fn line_end(text: &str, at: TextSize) -> TextSize {
+    let s = usize::from(at);
+    let i = text[s..].find('\n').map(|i| i + s).unwrap_or(text.len());
+    TextSize::try_from(i).unwrap()
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use ruff_python_ast::{Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange, TextSize};
 
-use super::edit::{Edit, apply_edits, delete_statement};
+use super::edit::{Edit, apply_edits, delete_statement, line_end, line_start};
 use super::parse::{child_bodies, parse};
 use super::semantic::{BindingKind, Semantic};
 
@@ -29,22 +29,7 @@ pub fn add_imports(text: &str, roots: &[String]) -> String {
     }
     let eol = if text.contains("\r\n") { "\r\n" } else { "\n" };
     let body = &parsed.module.body;
-    let mut at: Option<TextSize> = None;
-    let mut i = 0;
-    if let Some(Stmt::Expr(e)) = body.first()
-        && matches!(e.value.as_ref(), Expr::StringLiteral(_))
-    {
-        at = Some(e.end());
-        i = 1;
-    }
-    while let Some(stmt) = body.get(i) {
-        let is_import = matches!(stmt, Stmt::Import(_) | Stmt::ImportFrom(_));
-        if !is_import {
-            break;
-        }
-        at = Some(stmt.end());
-        i += 1;
-    }
+    let at = after_imports(body);
     let lines: String = missing.iter().map(|r| format!("import {r}{eol}")).collect();
     match at {
         None => {
@@ -67,6 +52,23 @@ pub fn add_imports(text: &str, roots: &[String]) -> String {
             }
         }
     }
+}
+
+/// The end of the leading block: module docstring, then imports.
+pub fn after_imports(body: &[Stmt]) -> Option<TextSize> {
+    let mut at = None;
+    let mut i = 0;
+    if let Some(Stmt::Expr(e)) = body.first()
+        && matches!(e.value.as_ref(), Expr::StringLiteral(_))
+    {
+        at = Some(e.end());
+        i = 1;
+    }
+    while let Some(Stmt::Import(_) | Stmt::ImportFrom(_)) = body.get(i) {
+        at = Some(body[i].end());
+        i += 1;
+    }
+    at
 }
 
 /// Identity of an import binding that survives edits elsewhere in the file: its scope (by
@@ -168,18 +170,6 @@ fn collect_removals(text: &str, body: &[Stmt], unused: &HashSet<TextRange>, out:
             collect_removals(text, child, unused, out);
         }
     }
-}
-
-fn line_start(text: &str, at: TextSize) -> TextSize {
-    let s = usize::from(at);
-    let i = text[..s].rfind('\n').map(|i| i + 1).unwrap_or(0);
-    TextSize::try_from(i).unwrap()
-}
-
-fn line_end(text: &str, at: TextSize) -> TextSize {
-    let s = usize::from(at);
-    let i = text[s..].find('\n').map(|i| i + s).unwrap_or(text.len());
-    TextSize::try_from(i).unwrap()
 }
 
 /// Packages whose imports go once nothing uses them (their import has side effects only for

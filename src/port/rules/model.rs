@@ -8,7 +8,7 @@ use regex::Regex;
 
 use super::schema::{ConvertDef, Example, FixClass, RemoveKind, StringForm};
 
-/// A helper function that fixes may call; see [`crate::port::helpers`].
+/// A helper function that fixes may call (inserted and removed by `port::helpers`).
 #[derive(Debug, Clone)]
 pub struct Helper {
     pub name: String,
