@@ -6,12 +6,12 @@
 //! first rule in load order wins; fallback rules (`torch.cuda.*`, strings `in = ["*"]`) only fire
 //! where no other rule did.
 //!
-//! This file holds the walk and the [`Checker`] state; each job has its own file, all of them
-//! `impl Checker` blocks: [`names`] (calls, references, methods, attributes, keywords),
-//! [`strings`] (string literals and f-strings), [`roles`] (where a string sits), [`fix`] (a match
-//! into a diagnostic and its fix), [`bind`] (arguments to parameters), [`args`] (the new argument
-//! list), [`remove`] (statement removal), [`unwrap`] (`with` unwrapping) and [`suppress`]
-//! (`# tpuport: ignore`).
+//! This file holds the walk and the [`Checker`] state; each job has its own file, each an
+//! `impl Checker` block: `names.rs` (calls, references, methods, attributes, keywords),
+//! `strings.rs` (string literals and f-strings), `roles.rs` (where a string sits), `fix.rs` (a
+//! match into a diagnostic and its fix), `bind.rs` (arguments to parameters), `args.rs` (the new
+//! argument list), `remove.rs` (statement removal), `unwrap.rs` (`with` unwrapping) and
+//! `suppress.rs` (`# tpuport: ignore`).
 
 mod args;
 mod bind;
