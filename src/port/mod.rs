@@ -13,7 +13,8 @@
 //! - [`semantic`]: scopes, bindings and qualified names; [`facts`]: what a file uses (for the
 //!   `*_if_uses` conditions of rules);
 //! - [`rules`]: the rule files (schema, loader, compiler, compiled model); [`index`]: lookup
-//!   tables and the needle prefilter over a rule set; [`explain`](mod@explain): the text of `tpuport rule`;
+//!   tables and the needle prefilter over a rule set; [`explain`](mod@explain): the text of
+//!   `tpuport rule`;
 //! - [`check`]: the walk that matches rules and turns each match into a [`Diagnostic`] with its
 //!   fix, using [`template`] for replacement text;
 //! - [`edit`]: edits and fixes, applying them, deleting statements; [`imports`]: adding,
