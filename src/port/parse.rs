@@ -207,4 +207,24 @@ mod tests {
         let def_line = TextRange::new(TextSize::from(14), TextSize::from(20));
         assert!(p.in_broken_region(def_line));
     }
+
+    #[test]
+    fn atomic_expressions() {
+        for text in [
+            "x", "a.b", "f(x)", "a[0]", "'s'", "1", "[1]", "{1}", "(a, b)", "f'{x}'",
+        ] {
+            assert!(expr_is_atomic(text), "{text}");
+        }
+        for text in [
+            "a + b",
+            "a, b",
+            "-a",
+            "not a",
+            "a if b else c",
+            "lambda: 1",
+            "x =",
+        ] {
+            assert!(!expr_is_atomic(text), "{text}");
+        }
+    }
 }
