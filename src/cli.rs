@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use tpuport::port::Settings;
 use tpuport::port::driver::{self, Format, Mode, Options};
-use tpuport::port::rules::{Matcher, RuleSet};
+use tpuport::port::rules::RuleSet;
 use tpuport::runtime::chips::{self, Chip};
 use tpuport::runtime::config::HbmTrack;
 use tpuport::runtime::target::{Mode as RunMode, Precision, TargetRequest};
@@ -497,83 +497,8 @@ fn migrate(a: MigrateArgs) -> Result<u8> {
 }
 
 fn rule(a: RuleArgs) -> Result<u8> {
-    let text = rule_text(a)?;
+    let rules = RuleSet::load(&a.rules)?;
+    let text = tpuport::port::explain(&rules, a.id.as_deref(), a.all)?;
     std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
     Ok(0)
-}
-
-fn rule_text(a: RuleArgs) -> Result<String> {
-    use std::fmt::Write;
-    let mut o = String::new();
-    let rules = RuleSet::load(&a.rules)?;
-    if a.all || a.id.is_none() {
-        for f in &rules.files {
-            writeln!(o, "{}  {}  ({})", f.family, f.title, f.origin)?;
-            let mut last = "";
-            for r in rules.rules.iter().filter(|r| r.family == f.family) {
-                if r.id != last {
-                    writeln!(o, "  {}  {:<7} {}", r.id, r.fix.as_str(), r.name)?;
-                    last = &r.id;
-                }
-            }
-        }
-        return Ok(o);
-    }
-    let id = a.id.unwrap_or_default().to_ascii_uppercase();
-    let found = rules.get(&id);
-    if found.is_empty() {
-        bail!("no rule `{id}`; run `tpuport rule --all` to list the rule ids");
-    }
-    let first = found[0];
-    writeln!(o, "{} ({})  [{}]", first.id, first.name, first.origin)?;
-    for r in &found {
-        writeln!(o)?;
-        writeln!(o, "  {}", r.message)?;
-        writeln!(o, "  fix: {}", r.fix.as_str())?;
-        writeln!(o, "  matches: {}", describe(&r.matcher))?;
-        for c in r.conditions() {
-            writeln!(o, "  {c}")?;
-        }
-        if let Some(adv) = &r.advice {
-            writeln!(o, "  advice: {}", adv.trim())?;
-        }
-        if let Some(ex) = &r.example {
-            writeln!(o, "  before:\n{}", indent(&ex.before))?;
-            writeln!(o, "  after:\n{}", indent(&ex.after))?;
-        }
-    }
-    Ok(o)
-}
-
-fn describe(m: &Matcher) -> String {
-    match m {
-        Matcher::Call(n) => format!("calls to {}", n.join(", ")),
-        Matcher::Reference { exact, prefixes } => {
-            let mut all = exact.clone();
-            all.extend(prefixes.iter().map(|p| format!("{p}.*")));
-            format!("references to {}", all.join(", "))
-        }
-        Matcher::Method(n) => format!("method calls .{}(...)", n.join("/.")),
-        Matcher::Attribute(n) => format!("attributes .{}", n.join("/.")),
-        Matcher::Keyword { names, calls } if calls.is_empty() => {
-            format!("keyword {}=", names.join("=/"))
-        }
-        Matcher::Keyword { names, calls } => {
-            format!("keyword {}= in {}", names.join("=/"), calls.join(", "))
-        }
-        Matcher::String {
-            regex, positions, ..
-        } => match positions {
-            Some(p) => format!("strings /{}/ in {} positions", regex.as_str(), p.join(", ")),
-            None => format!("strings /{}/ anywhere", regex.as_str()),
-        },
-    }
-}
-
-fn indent(s: &str) -> String {
-    s.trim_end()
-        .lines()
-        .map(|l| format!("    {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
 }

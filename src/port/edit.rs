@@ -3,6 +3,9 @@
 //! Everything outside an edit stays byte-identical. Fixes are applied in order of their first
 //! edit; a fix that overlaps one already applied is skipped (it is retried on the next pass of
 //! the fix loop, against the new text), so overlaps resolve the same way every time.
+//!
+//! Also the text geometry shared by the fixes and the import passes: deleting a whole statement
+//! ([`delete_statement`]), line bounds and the indentation of a line ([`indent_of`]).
 
 use ruff_text_size::{TextRange, TextSize};
 
@@ -116,6 +119,72 @@ pub fn apply_edits(source: &str, mut edits: Vec<&Edit>) -> String {
     out
 }
 
+/// Delete a whole statement: its lines when it stands alone on them, `pass` if it is the only
+/// statement of its block.
+pub fn delete_statement(src: &str, range: TextRange, only_in_block: bool) -> Edit {
+    if only_in_block {
+        return Edit::replace(range, "pass");
+    }
+    let b = src.as_bytes();
+    let (s, e) = (usize::from(range.start()), usize::from(range.end()));
+    let mut ls = s;
+    while ls > 0 && b[ls - 1] != b'\n' {
+        ls -= 1;
+    }
+    let mut le = e;
+    while le < b.len() && b[le] != b'\n' {
+        le += 1;
+    }
+    let before = &src[ls..s];
+    let after = &src[e..le];
+    let after_trim = after.trim_start();
+    if before.trim().is_empty() && (after_trim.is_empty() || after_trim.starts_with('#')) {
+        let end = if le < b.len() { le + 1 } else { le };
+        return Edit::delete(TextRange::new(
+            TextSize::try_from(ls).unwrap(),
+            TextSize::try_from(end).unwrap(),
+        ));
+    }
+    if let Some(rest) = after_trim.strip_prefix(';') {
+        let skip = after.len() - rest.trim_start().len();
+        return Edit::delete(TextRange::new(
+            range.start(),
+            range.end() + TextSize::try_from(skip).unwrap(),
+        ));
+    }
+    // `a; b` where b is removed: take the `;` before it.
+    let semi = before.rfind(';').map(|i| ls + i).unwrap_or(s);
+    Edit::delete(TextRange::new(
+        TextSize::try_from(semi).unwrap(),
+        range.end(),
+    ))
+}
+
+/// The indentation before `at` when only whitespace precedes it on its line.
+pub fn indent_of(src: &str, at: TextSize) -> Option<&str> {
+    let at = usize::from(at);
+    let start = src[..at].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let indent = &src[start..at];
+    indent
+        .chars()
+        .all(|c| c == ' ' || c == '\t')
+        .then_some(indent)
+}
+
+/// The start of the line that holds `at`.
+pub fn line_start(text: &str, at: TextSize) -> TextSize {
+    let s = usize::from(at);
+    let i = text[..s].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    TextSize::try_from(i).unwrap()
+}
+
+/// The end of the line that holds `at` (its `\n`, or the end of the text).
+pub fn line_end(text: &str, at: TextSize) -> TextSize {
+    let s = usize::from(at);
+    let i = text[s..].find('\n').map(|i| i + s).unwrap_or(text.len());
+    TextSize::try_from(i).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,5 +230,35 @@ mod tests {
         assert!(FixClass::Safe > FixClass::Unsafe && FixClass::Unsafe > FixClass::Manual);
         let f = fix(vec![]);
         assert!(f.applies(FixClass::Unsafe));
+    }
+
+    #[test]
+    fn statement_deletion() {
+        let src = "a\nb  # c\nd\n";
+        let e = delete_statement(
+            src,
+            TextRange::new(TextSize::from(2), TextSize::from(3)),
+            false,
+        );
+        assert_eq!(apply_edits(src, vec![&e]), "a\nd\n");
+        let src = "a; b\n";
+        let e = delete_statement(
+            src,
+            TextRange::new(TextSize::from(3), TextSize::from(4)),
+            false,
+        );
+        assert_eq!(apply_edits(src, vec![&e]), "a\n");
+        let e = delete_statement(
+            src,
+            TextRange::new(TextSize::from(0), TextSize::from(1)),
+            false,
+        );
+        assert_eq!(apply_edits(src, vec![&e]), "b\n");
+    }
+
+    #[test]
+    fn indentation() {
+        assert_eq!(indent_of("a\n    b", TextSize::from(6)), Some("    "));
+        assert_eq!(indent_of("a; b", TextSize::from(3)), None);
     }
 }

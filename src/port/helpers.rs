@@ -13,8 +13,8 @@ use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor};
 use ruff_python_ast::{Expr, ExprContext, Stmt};
 use ruff_text_size::{Ranged, TextRange, TextSize};
 
-use super::checker::delete_statement;
-use super::edit::{Edit, apply_edits};
+use super::edit::{Edit, apply_edits, delete_statement, line_end};
+use super::imports::after_imports;
 use super::parse::parse;
 use super::rules::Helper;
 
@@ -164,29 +164,6 @@ fn remove_def(text: &str, range: TextRange, only: bool) -> Edit {
         TextSize::try_from(start).unwrap(),
         e.range.end(),
     ))
-}
-
-/// The end of the leading block: module docstring, then imports.
-fn after_imports(body: &[Stmt]) -> Option<TextSize> {
-    let mut at = None;
-    let mut i = 0;
-    if let Some(Stmt::Expr(e)) = body.first()
-        && matches!(e.value.as_ref(), Expr::StringLiteral(_))
-    {
-        at = Some(e.end());
-        i = 1;
-    }
-    while let Some(Stmt::Import(_) | Stmt::ImportFrom(_)) = body.get(i) {
-        at = Some(body[i].end());
-        i += 1;
-    }
-    at
-}
-
-fn line_end(text: &str, at: TextSize) -> TextSize {
-    let at = usize::from(at);
-    let e = text[at..].find('\n').map(|i| i + at).unwrap_or(text.len());
-    TextSize::try_from(e).unwrap()
 }
 
 /// Names read in a statement.

@@ -1,13 +1,14 @@
 //! Keeping imports right after a rewrite: add `import torch` where a replacement needs it and
-//! the file lacks it; remove an import that the rewrite left unused (one that was used before).
+//! the file lacks it; remove an import that the rewrite left unused (one that was used before);
+//! retire the imports of packages the new runtime does not need (`torch_xla`) once nothing
+//! uses them, side-effect imports included (rule XLA001, [`retire_imports`]).
 
 use std::collections::HashSet;
 
 use ruff_python_ast::{Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange, TextSize};
 
-use super::checker::delete_statement;
-use super::edit::{Edit, apply_edits};
+use super::edit::{Edit, apply_edits, delete_statement, line_end, line_start};
 use super::parse::{child_bodies, parse};
 use super::semantic::{BindingKind, Semantic};
 
@@ -28,22 +29,7 @@ pub fn add_imports(text: &str, roots: &[String]) -> String {
     }
     let eol = if text.contains("\r\n") { "\r\n" } else { "\n" };
     let body = &parsed.module.body;
-    let mut at: Option<TextSize> = None;
-    let mut i = 0;
-    if let Some(Stmt::Expr(e)) = body.first()
-        && matches!(e.value.as_ref(), Expr::StringLiteral(_))
-    {
-        at = Some(e.end());
-        i = 1;
-    }
-    while let Some(stmt) = body.get(i) {
-        let is_import = matches!(stmt, Stmt::Import(_) | Stmt::ImportFrom(_));
-        if !is_import {
-            break;
-        }
-        at = Some(stmt.end());
-        i += 1;
-    }
+    let at = after_imports(body);
     let lines: String = missing.iter().map(|r| format!("import {r}{eol}")).collect();
     match at {
         None => {
@@ -66,6 +52,23 @@ pub fn add_imports(text: &str, roots: &[String]) -> String {
             }
         }
     }
+}
+
+/// The end of the leading block: module docstring, then imports.
+pub fn after_imports(body: &[Stmt]) -> Option<TextSize> {
+    let mut at = None;
+    let mut i = 0;
+    if let Some(Stmt::Expr(e)) = body.first()
+        && matches!(e.value.as_ref(), Expr::StringLiteral(_))
+    {
+        at = Some(e.end());
+        i = 1;
+    }
+    while let Some(Stmt::Import(_) | Stmt::ImportFrom(_)) = body.get(i) {
+        at = Some(body[i].end());
+        i += 1;
+    }
+    at
 }
 
 /// Identity of an import binding that survives edits elsewhere in the file: its scope (by
@@ -169,16 +172,103 @@ fn collect_removals(text: &str, body: &[Stmt], unused: &HashSet<TextRange>, out:
     }
 }
 
-fn line_start(text: &str, at: TextSize) -> TextSize {
-    let s = usize::from(at);
-    let i = text[..s].rfind('\n').map(|i| i + 1).unwrap_or(0);
-    TextSize::try_from(i).unwrap()
+/// Packages whose imports go once nothing uses them (their import has side effects only for
+/// the old runtime).
+const RETIRED: &[&str] = &["torch_xla"];
+
+/// Remove every import of a retired package that no code reads; returns the new text and how
+/// many import statements were removed or shortened.
+pub fn retire_imports(text: &str) -> (String, usize) {
+    let parsed = parse(text);
+    if parsed.has_errors() {
+        return (text.to_string(), 0);
+    }
+    let sem = Semantic::build(&parsed.module);
+    let counts = sem.use_counts();
+    let retired = |q: &str| {
+        RETIRED
+            .iter()
+            .any(|r| q == *r || (q.starts_with(r) && q[r.len()..].starts_with('.')))
+    };
+    let unused: HashSet<TextRange> = sem
+        .bindings
+        .iter()
+        .enumerate()
+        .filter(|(i, b)| {
+            counts[*i] == 0
+                && matches!(&b.kind, BindingKind::Import { qualified } if retired(qualified))
+        })
+        .map(|(_, b)| b.range)
+        .collect();
+    // `import torch_xla.x.y` binds `torch_xla`: the statement's module name decides.
+    let mut edits = vec![];
+    let mut n = 0;
+    collect(
+        text,
+        &parsed.module.body,
+        &unused,
+        &retired,
+        &mut edits,
+        &mut n,
+    );
+    (apply_edits(text, edits.iter().collect()), n)
 }
 
-fn line_end(text: &str, at: TextSize) -> TextSize {
-    let s = usize::from(at);
-    let i = text[s..].find('\n').map(|i| i + s).unwrap_or(text.len());
-    TextSize::try_from(i).unwrap()
+fn collect(
+    text: &str,
+    body: &[Stmt],
+    unused: &HashSet<TextRange>,
+    retired: &dyn Fn(&str) -> bool,
+    out: &mut Vec<Edit>,
+    n: &mut usize,
+) {
+    let only = body.len() == 1;
+    for stmt in body {
+        let aliases: Vec<(TextRange, bool)> = match stmt {
+            Stmt::Import(i) => i
+                .names
+                .iter()
+                .map(|a| (a.range(), retired(a.name.as_str())))
+                .collect(),
+            Stmt::ImportFrom(f) => {
+                let module = f.module.as_ref().map(|m| m.as_str()).unwrap_or("");
+                f.names
+                    .iter()
+                    .map(|a| (a.range(), f.level == 0 && retired(module)))
+                    .collect()
+            }
+            other => {
+                for b in child_bodies(other) {
+                    collect(text, b, unused, retired, out, n);
+                }
+                continue;
+            }
+        };
+        let gone: Vec<bool> = aliases
+            .iter()
+            .map(|(r, ret)| *ret && unused.iter().any(|u| r.contains_range(*u)))
+            .collect();
+        if !gone.iter().any(|g| *g) {
+            continue;
+        }
+        *n += 1;
+        if gone.iter().all(|g| *g) {
+            out.push(delete_statement(text, stmt.range(), only));
+            continue;
+        }
+        // Some names stay: rewrite the name list.
+        let keep: Vec<&str> = aliases
+            .iter()
+            .zip(&gone)
+            .filter(|(_, g)| !**g)
+            .map(|((r, _), _)| &text[*r])
+            .collect();
+        let (first, last) = (aliases[0].0, aliases[aliases.len() - 1].0);
+        out.push(Edit::replace(
+            TextRange::new(first.start(), last.end()),
+            keep.join(", "),
+        ));
+    }
 }
 
 #[cfg(test)]
@@ -229,5 +319,18 @@ mod tests {
         let before = used("import importlib.abc\nimport importlib.util\nimportlib.util.x\n");
         let src = "import importlib.abc\nimport importlib.util\n";
         assert_eq!(remove_unused(src, &before), "import importlib.abc\n");
+    }
+
+    #[test]
+    fn unused_torch_xla_imports_go_used_ones_stay() {
+        let src = "import torch\nimport torch_xla\nimport torch_xla.distributed.xla_backend\nimport torch_xla.core.xla_model as xm, os\nfrom torch_xla.amp import autocast, syncfree\nx = syncfree\n";
+        let (out, n) = retire_imports(src);
+        assert_eq!(
+            out,
+            "import torch\nimport os\nfrom torch_xla.amp import syncfree\nx = syncfree\n"
+        );
+        assert_eq!(n, 4);
+        // Nothing left to do.
+        assert_eq!(retire_imports(&out), (out.clone(), 0));
     }
 }

@@ -6,29 +6,49 @@
 //! add `import torch` where a replacement needs it. The result must parse (or, for a file that
 //! already had syntax errors, must not get worse): otherwise the file is left untouched and an
 //! internal error names the rules involved.
+//!
+//! Layout, in pipeline order (the `use` edges between these modules form no circle):
+//!
+//! - [`parse`]: the one door to the Python parser (AST, comments, syntax errors);
+//! - [`semantic`]: scopes, bindings and qualified names; [`facts`]: what a file uses (for the
+//!   `*_if_uses` conditions of rules);
+//! - [`rules`]: the rule files (schema, loader, compiler, compiled model); [`index`]: lookup
+//!   tables and the needle prefilter over a rule set; [`explain`](mod@explain): the text of
+//!   `tpuport rule`;
+//! - [`check`]: the walk that matches rules and turns each match into a [`Diagnostic`] with its
+//!   fix, using [`template`] for replacement text;
+//! - [`edit`]: edits and fixes, applying them, deleting statements; [`imports`]: adding,
+//!   removing and retiring imports; [`helpers`]: the `_tpuport_*` functions a fix may call;
+//! - [`render`]: diagnostics and diffs for people and JSON; [`files`] and [`driver`]: walking
+//!   the paths, reading and writing files, the summary.
 
-pub mod checker;
+pub mod check;
+pub mod diagnostic;
 pub mod driver;
 pub mod edit;
+pub mod explain;
+pub mod facts;
 pub mod files;
 pub mod helpers;
 pub mod imports;
+pub mod index;
 pub mod parse;
 pub mod render;
 pub mod rules;
 pub mod semantic;
-pub mod structural;
 pub mod template;
 
 use std::collections::BTreeMap;
 
-pub use checker::{Diagnostic, RuleIndex};
+pub use diagnostic::Diagnostic;
+pub use explain::explain;
+pub use index::RuleIndex;
 pub use rules::{FixClass, RuleSet};
 
 use semantic::Semantic;
 
 /// The rule whose fix is the removal of `torch_xla` imports nothing uses any more (see
-/// [`structural::retire_imports`]); selecting or ignoring it switches that removal.
+/// [`imports::retire_imports`]); selecting or ignoring it switches that removal.
 const RETIRE_RULE: &str = "XLA001";
 
 /// At most this many rounds of the fix loop (nested matches need one round per level).
@@ -101,11 +121,11 @@ pub fn migrate_source(
         .zip(&active)
         .any(|(r, a)| *a && r.depends_on_uses())
     {
-        structural::FileFacts::of(&parsed, &sem)
+        facts::FileFacts::of(&parsed, &sem)
     } else {
-        structural::FileFacts::default()
+        facts::FileFacts::default()
     };
-    let diagnostics = checker::check(source, &parsed, &sem, rules, index, &active, &facts);
+    let diagnostics = check::check(source, &parsed, &sem, rules, index, &active, &facts);
     let mut out = Outcome {
         syntax_errors: parsed.errors.clone(),
         ..Outcome::default()
@@ -153,7 +173,7 @@ pub fn migrate_source(
         let parsed = parse::parse(&text);
         let sem = Semantic::build(&parsed.module);
         let active = index.active(&text);
-        diags = checker::check(&text, &parsed, &sem, rules, index, &active, &facts);
+        diags = check::check(&text, &parsed, &sem, rules, index, &active, &facts);
     }
     // Helpers first: an import a helper uses (os) then stays where it was.
     if converged {
@@ -178,7 +198,7 @@ pub fn migrate_source(
     }
     let mut retired = 0;
     if converged && text.contains("torch_xla") && rules.rules.iter().any(|r| r.id == RETIRE_RULE) {
-        (text, retired) = structural::retire_imports(&text);
+        (text, retired) = imports::retire_imports(&text);
         if retired > 0 {
             applied_ids.extend(rules.rules.iter().position(|r| r.id == RETIRE_RULE));
         }
@@ -234,7 +254,7 @@ pub fn migrate_source(
     } else {
         let sem = Semantic::build(&final_parse.module);
         let active = index.active(&text);
-        for d in checker::check(&text, &final_parse, &sem, rules, index, &active, &facts) {
+        for d in check::check(&text, &final_parse, &sem, rules, index, &active, &facts) {
             *out.remaining
                 .entry(rules.rules[d.rule].id.clone())
                 .or_default() += 1;

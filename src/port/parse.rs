@@ -5,7 +5,7 @@
 //! where no fix may be applied. Swapping the parser means rewriting this file only.
 
 use ruff_python_ast::token::TokenKind;
-use ruff_python_ast::{ModModule, PySourceType, Stmt};
+use ruff_python_ast::{AnyNodeRef, Expr, ModModule, PySourceType, Stmt};
 use ruff_text_size::{Ranged, TextRange, TextSize};
 
 /// A syntax error, with the byte range the parser blamed.
@@ -84,23 +84,29 @@ pub fn is_valid(source: &str) -> bool {
 
 /// True if `text` is one expression that can take `.x`, `[i]` or `(...)` without parentheses.
 pub fn expr_is_atomic(text: &str) -> bool {
-    use ruff_python_ast::Expr;
-    match ruff_python_parser::parse_expression(text) {
-        Ok(p) => matches!(
-            p.expr(),
-            Expr::Name(_)
-                | Expr::Attribute(_)
-                | Expr::Call(_)
-                | Expr::Subscript(_)
-                | Expr::StringLiteral(_)
-                | Expr::NumberLiteral(_)
-                | Expr::BooleanLiteral(_)
-                | Expr::NoneLiteral(_)
-                | Expr::List(_)
-                | Expr::Dict(_)
-        ),
-        Err(_) => false,
-    }
+    ruff_python_parser::parse_expression(text).is_ok_and(|p| is_atomic(p.expr()))
+}
+
+/// True if the expression can take `.x`, `[i]` or `(...)` without parentheses.
+pub fn is_atomic(e: &Expr) -> bool {
+    matches!(
+        e,
+        Expr::Name(_)
+            | Expr::Attribute(_)
+            | Expr::Call(_)
+            | Expr::Subscript(_)
+            | Expr::StringLiteral(_)
+            | Expr::NumberLiteral(_)
+            | Expr::BooleanLiteral(_)
+            | Expr::NoneLiteral(_)
+            | Expr::List(_)
+            | Expr::Dict(_)
+            | Expr::Set(_)
+            | Expr::ListComp(_)
+            | Expr::SetComp(_)
+            | Expr::DictComp(_)
+            | Expr::FString(_)
+    ) || matches!(e, Expr::Tuple(t) if t.parenthesized)
 }
 
 /// The innermost simple or compound statement containing `error`, widened to whole lines; if no
@@ -131,20 +137,23 @@ fn broken_region(body: &[Stmt], error: TextRange, source: &str) -> TextRange {
     whole_lines(r, source)
 }
 
-/// The statement lists directly inside a compound statement.
-pub fn child_bodies(stmt: &Stmt) -> Vec<&[Stmt]> {
-    match stmt {
-        Stmt::FunctionDef(f) => vec![&f.body],
-        Stmt::ClassDef(c) => vec![&c.body],
-        Stmt::For(f) => vec![&f.body, &f.orelse],
-        Stmt::While(w) => vec![&w.body, &w.orelse],
-        Stmt::If(i) => {
+/// The statement lists directly inside a node: a module, a compound statement (every branch of
+/// an `if`, `try` or `match`), or one clause of it (`elif`/`else`, `except`, `case`).
+pub fn child_bodies<'a>(node: impl Into<AnyNodeRef<'a>>) -> Vec<&'a [Stmt]> {
+    match node.into() {
+        AnyNodeRef::ModModule(m) => vec![&m.body],
+        AnyNodeRef::StmtFunctionDef(f) => vec![&f.body],
+        AnyNodeRef::StmtClassDef(c) => vec![&c.body],
+        AnyNodeRef::StmtFor(f) => vec![&f.body, &f.orelse],
+        AnyNodeRef::StmtWhile(w) => vec![&w.body, &w.orelse],
+        AnyNodeRef::StmtIf(i) => {
             let mut v: Vec<&[Stmt]> = vec![&i.body];
             v.extend(i.elif_else_clauses.iter().map(|c| c.body.as_slice()));
             v
         }
-        Stmt::With(w) => vec![&w.body],
-        Stmt::Try(t) => {
+        AnyNodeRef::ElifElseClause(c) => vec![&c.body],
+        AnyNodeRef::StmtWith(w) => vec![&w.body],
+        AnyNodeRef::StmtTry(t) => {
             let mut v: Vec<&[Stmt]> = vec![&t.body, &t.orelse, &t.finalbody];
             for h in &t.handlers {
                 let ruff_python_ast::ExceptHandler::ExceptHandler(h) = h;
@@ -152,7 +161,9 @@ pub fn child_bodies(stmt: &Stmt) -> Vec<&[Stmt]> {
             }
             v
         }
-        Stmt::Match(m) => m.cases.iter().map(|c| c.body.as_slice()).collect(),
+        AnyNodeRef::ExceptHandlerExceptHandler(h) => vec![&h.body],
+        AnyNodeRef::StmtMatch(m) => m.cases.iter().map(|c| c.body.as_slice()).collect(),
+        AnyNodeRef::MatchCase(c) => vec![&c.body],
         _ => vec![],
     }
 }
@@ -195,5 +206,25 @@ mod tests {
         assert!(!p.in_broken_region(last), "{:?} vs {:?}", p.broken, last);
         let def_line = TextRange::new(TextSize::from(14), TextSize::from(20));
         assert!(p.in_broken_region(def_line));
+    }
+
+    #[test]
+    fn atomic_expressions() {
+        for text in [
+            "x", "a.b", "f(x)", "a[0]", "'s'", "1", "[1]", "{1}", "(a, b)", "f'{x}'",
+        ] {
+            assert!(expr_is_atomic(text), "{text}");
+        }
+        for text in [
+            "a + b",
+            "a, b",
+            "-a",
+            "not a",
+            "a if b else c",
+            "lambda: 1",
+            "x =",
+        ] {
+            assert!(!expr_is_atomic(text), "{text}");
+        }
     }
 }

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use ruff_text_size::{TextRange, TextSize};
 use serde::Serialize;
 
-use super::checker::Diagnostic;
+use super::diagnostic::Diagnostic;
 use super::rules::{FixClass, RuleSet};
 
 /// Byte offset → 1-based line and character column.

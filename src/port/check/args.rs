@@ -1,0 +1,192 @@
+//! The new argument list of a call rewrite: minimal edits where possible (dropping `name=` or
+//! one argument), otherwise the text between the parentheses is replaced.
+
+use ruff_python_ast as ast;
+use ruff_text_size::{Ranged, TextRange, TextSize};
+
+use super::Checker;
+use super::bind::Bound;
+use crate::port::edit::Edit;
+use crate::port::rules::Rule;
+use crate::port::template::{self, Skip};
+
+impl<'a> Checker<'a> {
+    /// New argument list: minimal edits where possible (dropping `name=` or one argument),
+    /// otherwise the text between the parentheses is replaced.
+    pub(super) fn rewrite_arguments(
+        &self,
+        rule: &Rule,
+        call: &'a ast::ExprCall,
+        args: &[String],
+        b: &Bound<'a>,
+    ) -> Result<(Vec<Edit>, Vec<String>, bool), String> {
+        let items = arg_items(call);
+        // Each new item is either an untouched source argument (maybe losing its `name=`) or text.
+        enum New {
+            Source {
+                item: usize,
+                strip: Option<TextRange>,
+            },
+            Text(String),
+        }
+        let mut new: Vec<New> = vec![];
+        let mut imports = vec![];
+        let mut dup = false;
+        for a in args {
+            let (kw, t) = split_keyword_item(a);
+            // `{param}` alone, without conversion, refers to the source argument itself.
+            if let Some(p) = t.strip_prefix('{').and_then(|x| x.strip_suffix('}'))
+                && !rule.convert.contains_key(p)
+                && !p.contains(['{', '}'])
+            {
+                match b.sources.get(p) {
+                    None if p != "receiver" => continue,
+                    Some((value, kwrange)) => {
+                        let whole = kwrange.unwrap_or(*value);
+                        let item = items
+                            .iter()
+                            .position(|r| *r == whole)
+                            .ok_or("argument not found")?;
+                        let same_kw = match (kw, kwrange) {
+                            (Some(k), Some(_)) => call.arguments.keywords.iter().any(|x| {
+                                x.range() == whole
+                                    && x.arg.as_ref().is_some_and(|n| n.as_str() == k)
+                            }),
+                            (None, None) => true,
+                            _ => false,
+                        };
+                        if same_kw {
+                            new.push(New::Source { item, strip: None });
+                            continue;
+                        }
+                        if kw.is_none() {
+                            new.push(New::Source {
+                                item,
+                                strip: Some(TextRange::new(whole.start(), value.start())),
+                            });
+                            continue;
+                        }
+                    }
+                    None => {}
+                }
+            }
+            let r = match template::render(t, &b.values, &rule.convert, &self.ctx(call.start())) {
+                Ok(r) => r,
+                Err(Skip::Missing) => continue,
+                Err(Skip::Manual(why)) => return Err(why),
+            };
+            imports.extend(r.imports);
+            dup |= r.duplicated;
+            new.push(New::Text(match kw {
+                Some(k) => format!("{k}={}", r.text),
+                None => r.text,
+            }));
+        }
+        for r in &b.rest {
+            let item = items
+                .iter()
+                .position(|x| x == r)
+                .ok_or("argument not found")?;
+            new.push(New::Source { item, strip: None });
+        }
+        // Minimal edits: all new items are source items, in order, none added.
+        let all_source: Option<Vec<(usize, Option<TextRange>)>> = new
+            .iter()
+            .map(|n| match n {
+                New::Source { item, strip } => Some((*item, *strip)),
+                New::Text(_) => None,
+            })
+            .collect();
+        if let Some(kept) = all_source {
+            let in_order = kept.windows(2).all(|w| w[0].0 < w[1].0);
+            let dropped: Vec<usize> = (0..items.len())
+                .filter(|i| !kept.iter().any(|k| k.0 == *i))
+                .collect();
+            if in_order && dropped.len() <= 1 {
+                let mut edits: Vec<Edit> = kept
+                    .iter()
+                    .filter_map(|(_, s)| s.map(Edit::delete))
+                    .collect();
+                if let Some(&d) = dropped.first() {
+                    edits.push(delete_item(&items, d, call));
+                }
+                return Ok((edits, imports, dup));
+            }
+        }
+        let text: Vec<String> = new
+            .iter()
+            .map(|n| match n {
+                New::Source { item, strip } => {
+                    let r = items[*item];
+                    let start = strip.map(|s| s.end()).unwrap_or(r.start());
+                    self.text(TextRange::new(start, r.end())).to_string()
+                }
+                New::Text(t) => t.clone(),
+            })
+            .collect();
+        let inner = inner_parens(call);
+        let joined = text.join(", ");
+        if self.text(inner) == joined {
+            return Ok((vec![], imports, dup));
+        }
+        Ok((vec![Edit::replace(inner, joined)], imports, dup))
+    }
+}
+
+fn split_keyword_item(item: &str) -> (Option<&str>, &str) {
+    if let Some((k, v)) = item.split_once('=') {
+        let k = k.trim();
+        if !k.is_empty()
+            && k.chars().all(|c| c.is_alphanumeric() || c == '_')
+            && !v.starts_with('=')
+        {
+            return (Some(k), v.trim());
+        }
+    }
+    (None, item)
+}
+
+/// Ranges of a call's arguments and keywords in source order.
+pub(super) fn arg_items(call: &ast::ExprCall) -> Vec<TextRange> {
+    let mut v: Vec<TextRange> = call
+        .arguments
+        .args
+        .iter()
+        .map(|a| a.range())
+        .chain(call.arguments.keywords.iter().map(|k| k.range()))
+        .collect();
+    v.sort_by_key(|r| r.start());
+    v
+}
+
+pub(super) fn inner_parens(call: &ast::ExprCall) -> TextRange {
+    let r = call.arguments.range;
+    TextRange::new(r.start() + TextSize::from(1), r.end() - TextSize::from(1))
+}
+
+/// Delete one argument together with its separator.
+pub(super) fn delete_item(items: &[TextRange], idx: usize, call: &ast::ExprCall) -> Edit {
+    if items.len() == 1 {
+        return Edit::delete(inner_parens(call));
+    }
+    if idx + 1 < items.len() {
+        Edit::delete(TextRange::new(items[idx].start(), items[idx + 1].start()))
+    } else {
+        Edit::delete(TextRange::new(items[idx - 1].end(), items[idx].end()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyword_items() {
+        assert_eq!(
+            split_keyword_item("non_blocking={nb}"),
+            (Some("non_blocking"), "{nb}")
+        );
+        assert_eq!(split_keyword_item("a == b"), (None, "a == b"));
+        assert_eq!(split_keyword_item("{x}"), (None, "{x}"));
+    }
+}

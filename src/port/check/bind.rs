@@ -1,0 +1,125 @@
+//! Binding a call's arguments (and the receiver) to a rule's parameters, with the kind of each
+//! value (`None`, an int, a string, ...) that conversions and downgrades look at.
+
+use std::collections::HashMap;
+
+use ruff_python_ast::{Expr, Number};
+use ruff_text_size::{Ranged, TextRange};
+
+use super::{Checker, Match};
+use crate::port::parse::is_atomic;
+use crate::port::rules::{ArgKind, Matcher, Rule};
+use crate::port::template::{self, Value};
+
+/// The values bound to a rule's parameters, and what stays as it is.
+pub(super) struct Bound<'a> {
+    pub(super) values: HashMap<String, Value<'a>>,
+    pub(super) rest: Vec<TextRange>,
+    /// Parameter → (value range, whole keyword range if given by keyword).
+    pub(super) sources: HashMap<String, (TextRange, Option<TextRange>)>,
+    pub(super) downgrade: bool,
+}
+
+impl<'a> Checker<'a> {
+    /// Bind the call's arguments (and receiver) to the rule's parameters.
+    pub(super) fn bind(&self, rule: &Rule, m: &Match<'a>) -> Result<Bound<'a>, String> {
+        let mut b = Bound {
+            values: HashMap::new(),
+            rest: vec![],
+            sources: HashMap::new(),
+            downgrade: false,
+        };
+        if let Some(r) = m.receiver {
+            b.values.insert("receiver".into(), self.value(r));
+        }
+        let Some(call) = m.call else { return Ok(b) };
+        if m.reference.is_some()
+            && m.receiver.is_none()
+            && !matches!(rule.matcher, Matcher::Call(_))
+        {
+            // A reference in callee position: arguments are not part of the match.
+            if rule.params.is_empty() {
+                return Ok(b);
+            }
+        }
+        for (i, arg) in call.arguments.args.iter().enumerate() {
+            match (arg, rule.params.get(i)) {
+                (Expr::Starred(_), _) | (_, None) => {
+                    if rule.pass_rest {
+                        b.rest.push(arg.range());
+                    } else {
+                        return Err(format!(
+                            "unexpected argument `{}`: edit this call by hand",
+                            self.text(arg.range())
+                        ));
+                    }
+                }
+                (_, Some(p)) => {
+                    b.values.insert(p.clone(), self.value(arg));
+                    b.sources.insert(p.clone(), (arg.range(), None));
+                }
+            }
+        }
+        for kw in &call.arguments.keywords {
+            match &kw.arg {
+                Some(name) if rule.params.iter().any(|p| p == name.as_str()) => {
+                    if b.values.contains_key(name.as_str()) {
+                        return Err(format!("`{name}` is given twice"));
+                    }
+                    b.values.insert(name.to_string(), self.value(&kw.value));
+                    b.sources
+                        .insert(name.to_string(), (kw.value.range(), Some(kw.range())));
+                }
+                _ => {
+                    if rule.pass_rest {
+                        b.rest.push(kw.range());
+                    } else {
+                        return Err(format!(
+                            "unexpected keyword `{}`: edit this call by hand",
+                            self.text(kw.range())
+                        ));
+                    }
+                }
+            }
+        }
+        for (p, conv) in &rule.convert {
+            let kind = b.values.get(p).map(|v| v.kind).unwrap_or(ArgKind::Missing);
+            if kind.listed_in(&conv.unsafe_for) {
+                b.downgrade = true;
+            }
+            // A kind marked manual stops the fix even where no template uses the parameter.
+            let explicit = template::has_explicit(conv, kind);
+            if kind.listed_in(&conv.manual_for) && !explicit {
+                let text = b.values.get(p).map(|v| v.text).unwrap_or(p.as_str());
+                if matches!(kind, ArgKind::True | ArgKind::False) {
+                    return Err(format!("`{p}={text}`: no mechanical rewrite"));
+                }
+                return Err(format!(
+                    "`{text}` is {}: no mechanical rewrite",
+                    template::kind_name(kind)
+                ));
+            }
+        }
+        Ok(b)
+    }
+
+    pub(super) fn value(&self, e: &'a Expr) -> Value<'a> {
+        let (kind, literal) = match e {
+            Expr::NoneLiteral(_) => (ArgKind::None, None),
+            Expr::BooleanLiteral(b) if b.value => (ArgKind::True, None),
+            Expr::BooleanLiteral(_) => (ArgKind::False, None),
+            Expr::NumberLiteral(n) => match &n.value {
+                Number::Int(i) => (ArgKind::Int, Some(i.to_string())),
+                _ => (ArgKind::Other, None),
+            },
+            Expr::StringLiteral(s) => (ArgKind::String, Some(s.value.to_str().to_string())),
+            _ => (ArgKind::Other, None),
+        };
+        Value {
+            text: self.text(e.range()),
+            kind,
+            literal,
+            atomic: is_atomic(e),
+        }
+    }
+}

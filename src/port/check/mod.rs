@@ -1,0 +1,184 @@
+//! Match rules against one parsed module and turn each match into a diagnostic with a fix.
+//!
+//! The walk keeps the chain of ancestors, so a string literal knows where it sits (the `device=`
+//! keyword, the first argument of `torch.device`, the value assigned to `args.device`, the other
+//! side of `x.device.type == ...`): these *roles* are what position classes match. Per node, the
+//! first rule in load order wins; fallback rules (`torch.cuda.*`, strings `in = ["*"]`) only fire
+//! where no other rule did.
+//!
+//! This file holds the walk and the [`Checker`] state; each job has its own file, each an
+//! `impl Checker` block: `names.rs` (calls, references, methods, attributes, keywords),
+//! `strings.rs` (string literals and f-strings), `roles.rs` (where a string sits), `fix.rs` (a
+//! match into a diagnostic and its fix), `bind.rs` (arguments to parameters), `args.rs` (the new
+//! argument list), `remove.rs` (statement removal), `unwrap.rs` (`with` unwrapping) and
+//! `suppress.rs` (`# tpuport: ignore`).
+
+mod args;
+mod bind;
+mod fix;
+mod names;
+mod remove;
+mod roles;
+mod strings;
+mod suppress;
+mod unwrap;
+
+use std::collections::HashSet;
+
+use ruff_python_ast::visitor::source_order::{SourceOrderVisitor, TraversalSignal};
+use ruff_python_ast::{self as ast, AnyNodeRef, Expr, ExprContext};
+use ruff_text_size::TextRange;
+
+use super::diagnostic::Diagnostic;
+use super::facts::{self, FileFacts};
+use super::index::RuleIndex;
+use super::parse::Parsed;
+use super::rules::{Rule, RuleSet};
+use super::semantic::Semantic;
+
+pub struct Checker<'a> {
+    src: &'a str,
+    parsed: &'a Parsed,
+    sem: &'a Semantic,
+    rules: &'a RuleSet,
+    index: &'a RuleIndex,
+    active: &'a [bool],
+    facts: &'a FileFacts,
+    stack: Vec<AnyNodeRef<'a>>,
+    diags: Vec<Diagnostic>,
+    fallbacks: Vec<Diagnostic>,
+    import_names: HashSet<&'a str>,
+}
+
+/// Run the rules over one parsed module. `facts` describe the file as the user gave it (not
+/// the partly rewritten text of a later round), so a fix's class does not change between rounds.
+pub fn check(
+    src: &str,
+    parsed: &Parsed,
+    sem: &Semantic,
+    rules: &RuleSet,
+    index: &RuleIndex,
+    active: &[bool],
+    facts: &FileFacts,
+) -> Vec<Diagnostic> {
+    let mut c = Checker {
+        src,
+        parsed,
+        sem,
+        rules,
+        index,
+        active,
+        facts,
+        stack: vec![],
+        diags: vec![],
+        fallbacks: vec![],
+        import_names: sem.import_names(),
+    };
+    for stmt in &parsed.module.body {
+        c.visit_stmt(stmt);
+    }
+    c.finish()
+}
+impl<'a> SourceOrderVisitor<'a> for Checker<'a> {
+    fn enter_node(&mut self, node: AnyNodeRef<'a>) -> TraversalSignal {
+        match node {
+            AnyNodeRef::StmtImport(_) | AnyNodeRef::StmtImportFrom(_) => {
+                return TraversalSignal::Skip;
+            }
+            AnyNodeRef::ExprCall(call) => self.check_call(call),
+            AnyNodeRef::ExprAttribute(attr) => {
+                if attr.ctx != ExprContext::Del {
+                    self.check_reference(node);
+                }
+                if attr.ctx == ExprContext::Load {
+                    self.check_value_attribute(attr);
+                }
+            }
+            AnyNodeRef::ExprName(name)
+                if name.ctx == ExprContext::Load
+                    && self.import_names.contains(name.id.as_str()) =>
+            {
+                self.check_reference(node);
+            }
+            AnyNodeRef::ExprStringLiteral(s) => self.check_string_literal(s),
+            AnyNodeRef::ExprFString(f) => self.check_fstring(f),
+            _ => {}
+        }
+        self.stack.push(node);
+        TraversalSignal::Traverse
+    }
+
+    fn leave_node(&mut self, node: AnyNodeRef<'a>) {
+        if !matches!(
+            node,
+            AnyNodeRef::StmtImport(_) | AnyNodeRef::StmtImportFrom(_)
+        ) {
+            self.stack.pop();
+        }
+    }
+}
+
+/// What a rule matched, with what the fix needs.
+struct Match<'a> {
+    rule: usize,
+    /// The node the diagnostic points at.
+    range: TextRange,
+    qualified: Option<String>,
+    call: Option<&'a ast::ExprCall>,
+    /// For method/attribute matches: the receiver expression.
+    receiver: Option<&'a Expr>,
+    /// For reference matches: the reference expression.
+    reference: Option<TextRange>,
+    keyword: Option<&'a ast::Keyword>,
+}
+
+impl<'a> Checker<'a> {
+    fn finish(mut self) -> Vec<Diagnostic> {
+        let claimed: Vec<TextRange> = self.diags.iter().map(|d| d.range).collect();
+        let mut seen: HashSet<TextRange> = HashSet::new();
+        for f in std::mem::take(&mut self.fallbacks) {
+            let overlaps = claimed
+                .iter()
+                .any(|c| c.contains_range(f.range) || f.range.contains_range(*c));
+            if !overlaps && seen.insert(f.range) {
+                self.diags.push(f);
+            }
+        }
+        self.diags.sort_by_key(|d| (d.range.start(), d.rule));
+        let mut diags = std::mem::take(&mut self.diags);
+        diags.retain(|d| !self.suppressed(d));
+        diags
+    }
+
+    fn rule(&self, i: usize) -> &'a Rule {
+        &self.rules.rules[i]
+    }
+
+    fn is_active(&self, i: usize) -> bool {
+        self.active[i] && facts::applies_here(self.rule(i), self.facts)
+    }
+
+    fn text(&self, r: TextRange) -> &'a str {
+        &self.src[r]
+    }
+
+    fn qualified(&self, expr: &Expr) -> Option<String> {
+        // Cheap filter: only chains rooted in an imported name can resolve.
+        let mut e = expr;
+        loop {
+            match e {
+                Expr::Attribute(a) => e = &a.value,
+                Expr::Name(n) => {
+                    if !self.import_names.contains(n.id.as_str()) {
+                        return None;
+                    }
+                    break;
+                }
+                _ => return None,
+            }
+        }
+        let q = self.sem.qualified_name(expr)?;
+        let root = q.split('.').next().unwrap_or("");
+        self.index.roots.contains(root).then_some(q)
+    }
+}

@@ -1,0 +1,174 @@
+//! Matching by name: calls, references (names and attribute chains that resolve to a qualified
+//! name, with `prefix.*` fallbacks), method calls and value attributes, and keyword arguments.
+
+use ruff_python_ast::{self as ast, AnyNodeRef, Expr};
+use ruff_text_size::Ranged;
+
+use super::{Checker, Match};
+use crate::port::rules::Matcher;
+use crate::port::semantic::BindingKind;
+
+impl<'a> Checker<'a> {
+    pub(super) fn check_call(&mut self, call: &'a ast::ExprCall) {
+        let q = self.qualified(&call.func);
+        if let Some(q) = &q
+            && let Some(ids) = self.index.calls.get(q)
+            && let Some(&i) = ids.iter().find(|i| self.is_active(**i))
+        {
+            self.emit(Match {
+                rule: i,
+                range: call.range(),
+                qualified: Some(q.clone()),
+                call: Some(call),
+                receiver: None,
+                reference: None,
+                keyword: None,
+            });
+        }
+        if let Expr::Attribute(a) = call.func.as_ref()
+            && !self.sem.root_is_import(&a.value)
+            && let Some(ids) = self.index.methods.get(a.attr.as_str())
+            && let Some(i) = self.first_for_receiver(ids, &a.value)
+        {
+            self.emit(Match {
+                rule: i,
+                range: call.range(),
+                qualified: None,
+                call: Some(call),
+                receiver: Some(&a.value),
+                reference: None,
+                keyword: None,
+            });
+        }
+        for kw in &call.arguments.keywords {
+            let Some(name) = &kw.arg else { continue };
+            let Some(ids) = self.index.keywords.get(name.as_str()) else {
+                continue;
+            };
+            let hit = ids.iter().copied().find(|i| {
+                self.is_active(*i)
+                    && match &self.rule(*i).matcher {
+                        Matcher::Keyword { calls, .. } => {
+                            calls.is_empty() || q.as_ref().is_some_and(|q| calls.contains(q))
+                        }
+                        _ => false,
+                    }
+            });
+            if let Some(i) = hit {
+                self.emit(Match {
+                    rule: i,
+                    range: kw.range(),
+                    qualified: q.clone(),
+                    call: Some(call),
+                    receiver: None,
+                    reference: None,
+                    keyword: Some(kw),
+                });
+            }
+        }
+    }
+
+    /// The first active rule among `ids` whose `receiver` pattern (if any) fits the object.
+    pub(super) fn first_for_receiver(&self, ids: &[usize], receiver: &Expr) -> Option<usize> {
+        let recv = self.text(receiver.range());
+        ids.iter().copied().find(|i| {
+            self.is_active(*i)
+                && self
+                    .rule(*i)
+                    .receiver
+                    .as_ref()
+                    .is_none_or(|re| re.is_match(recv))
+        })
+    }
+
+    pub(super) fn check_value_attribute(&mut self, attr: &'a ast::ExprAttribute) {
+        // `x.is_cuda` (not called, not a module attribute).
+        let Some(ids) = self.index.attributes.get(attr.attr.as_str()) else {
+            return;
+        };
+        if let Some(AnyNodeRef::ExprCall(c)) = self.stack.last()
+            && c.func.range() == attr.range
+        {
+            return;
+        }
+        if self.sem.root_is_import(&attr.value) {
+            return;
+        }
+        if let Some(i) = self.first_for_receiver(ids, &attr.value) {
+            self.emit(Match {
+                rule: i,
+                range: attr.range,
+                qualified: None,
+                call: None,
+                receiver: Some(&attr.value),
+                reference: Some(attr.range),
+                keyword: None,
+            });
+        }
+    }
+
+    pub(super) fn check_reference(&mut self, node: AnyNodeRef<'a>) {
+        let range = node.range();
+        let maximal = !matches!(self.stack.last(), Some(AnyNodeRef::ExprAttribute(p)) if p.value.range() == range);
+        if self.index.refs.is_empty() && self.index.prefixes.is_empty() {
+            return;
+        }
+        let q = match node {
+            AnyNodeRef::ExprAttribute(a) => self.qualified(&a.value).map(|mut q| {
+                q.push('.');
+                q.push_str(a.attr.as_str());
+                q
+            }),
+            AnyNodeRef::ExprName(n) => match &self
+                .sem
+                .resolve(n.id.as_str(), n.range.start())
+                .map(|b| &b.kind)
+            {
+                Some(BindingKind::Import { qualified }) => Some(qualified.clone()),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(q) = q else { return };
+        if let Some(ids) = self.index.refs.get(&q)
+            && let Some(&i) = ids.iter().find(|i| self.is_active(**i))
+        {
+            let call = match self.stack.last() {
+                Some(AnyNodeRef::ExprCall(c)) if c.func.range() == range => Some(*c),
+                _ => None,
+            };
+            self.emit(Match {
+                rule: i,
+                range,
+                qualified: Some(q),
+                call,
+                receiver: None,
+                reference: Some(range),
+                keyword: None,
+            });
+            return;
+        }
+        if !maximal {
+            return;
+        }
+        let hit = self.index.prefixes.iter().find(|(p, i)| {
+            self.is_active(*i)
+                && (q == *p
+                    || (q.starts_with(p.as_str()) && q.as_bytes().get(p.len()) == Some(&b'.')))
+        });
+        if let Some((_, i)) = hit {
+            let m = Match {
+                rule: *i,
+                range,
+                qualified: Some(q),
+                call: None,
+                receiver: None,
+                reference: Some(range),
+                keyword: None,
+            };
+            if let Some(d) = self.diagnostic(&m) {
+                self.fallbacks.push(d);
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Removing the statement that holds a match: only where the statement consists of it (an
+//! expression statement, a print of it, an assignment that binds no name), `pass` where it
+//! was the only statement of its block.
+
+use ruff_python_ast::{self as ast, AnyNodeRef, Expr};
+use ruff_text_size::{Ranged, TextRange};
+
+use super::Checker;
+use crate::port::edit::{Edit, Fix, delete_statement};
+use crate::port::parse::child_bodies;
+use crate::port::rules::Rule;
+
+impl<'a> Checker<'a> {
+    /// The fix that deletes the statement holding `target` (the statement must consist of it).
+    pub(super) fn removal_fix(
+        &self,
+        rule: &Rule,
+        target: TextRange,
+        depth: usize,
+        string_match: bool,
+    ) -> Result<Fix, String> {
+        let (edit, block) = self.remove_statement(target, depth, string_match)?;
+        let mut fix = self.make_fix(rule, vec![edit], vec![], false);
+        fix.exclusive = Some(block);
+        Ok(fix)
+    }
+
+    /// The edit that deletes the statement holding `target`, and the range of its block.
+    pub(super) fn remove_statement(
+        &self,
+        target: TextRange,
+        depth: usize,
+        string_match: bool,
+    ) -> Result<(Edit, TextRange), String> {
+        let ancestors = &self.stack[..self.stack.len().saturating_sub(depth)];
+        let stmt_pos = ancestors
+            .iter()
+            .rposition(|n| n.as_stmt_ref().is_some())
+            .ok_or("not inside a statement")?;
+        let stmt = ancestors[stmt_pos]
+            .as_stmt_ref()
+            .ok_or("not inside a statement")?;
+        let removable = match stmt {
+            ast::StmtRef::Expr(e) => match e.value.as_ref() {
+                // The statement is the match, or a call of the matched name...
+                v if v.range() == target => true,
+                Expr::Call(c) if c.func.range() == target => true,
+                // ...or a print of the matched value alone: `print(met.metrics_report())`...
+                Expr::Call(c)
+                    if !string_match
+                        && c.arguments.args.len() == 1
+                        && c.arguments.args[0].range() == target
+                        && self.is_print(c) =>
+                {
+                    true
+                }
+                // ...or, for a string (an environment variable's name), a call taking it as a
+                // direct argument: `os.environ.setdefault("NCCL_DEBUG", "INFO")`.
+                Expr::Call(c) => {
+                    string_match && c.arguments.args.iter().any(|a| a.range() == target)
+                }
+                _ => false,
+            },
+            // Only single, non-binding targets: `torch.backends.cudnn.benchmark = True`,
+            // `os.environ["X"] = "1"` (never a tuple, which may set other things too).
+            ast::StmtRef::Assign(a) => {
+                a.targets.len() == 1
+                    && is_settable(&a.targets[0])
+                    && a.targets[0].range().contains_range(target)
+            }
+            ast::StmtRef::AugAssign(a) => {
+                is_settable(&a.target) && a.target.range().contains_range(target)
+            }
+            ast::StmtRef::AnnAssign(a) => {
+                is_settable(&a.target) && a.target.range().contains_range(target)
+            }
+            ast::StmtRef::Delete(d) => {
+                d.targets.len() == 1
+                    && is_settable(&d.targets[0])
+                    && d.targets[0].range().contains_range(target)
+            }
+            _ => false,
+        };
+        if !removable {
+            return Err("its value is used here: remove or rewrite this code by hand".into());
+        }
+        let parent = stmt_pos.checked_sub(1).map(|i| ancestors[i]);
+        let block = parent.and_then(|p| {
+            child_bodies(p)
+                .into_iter()
+                .find(|b| b.iter().any(|s| s.range() == stmt.range()))
+        });
+        // A module may be empty; any other block needs `pass`.
+        let is_module = matches!(parent, Some(AnyNodeRef::ModModule(_)));
+        let only = !is_module && block.is_some_and(|b| b.len() == 1);
+        let key = block
+            .and_then(|b| Some(TextRange::new(b.first()?.start(), b.last()?.end())))
+            .unwrap_or(stmt.range());
+        Ok((delete_statement(self.src, stmt.range(), only), key))
+    }
+}
+
+/// Functions that only print their arguments: the builtin `print` (not shadowed),
+/// `xm.master_print` and the helper that replaces it.
+const PRINTERS: &[&str] = &["torch_xla.core.xla_model.master_print"];
+
+impl Checker<'_> {
+    fn is_print(&self, c: &ast::ExprCall) -> bool {
+        if let Expr::Name(n) = c.func.as_ref()
+            && (n.id.as_str() == "_tpuport_master_print"
+                || (n.id.as_str() == "print" && self.sem.resolve("print", n.start()).is_none()))
+        {
+            return true;
+        }
+        self.qualified(&c.func)
+            .is_some_and(|q| PRINTERS.contains(&q.as_str()))
+    }
+}
+
+/// An assignment target that sets something without binding a name: `a.b`, `a[k]`.
+fn is_settable(t: &Expr) -> bool {
+    matches!(t, Expr::Attribute(_) | Expr::Subscript(_))
+}

@@ -1,0 +1,117 @@
+//! The rule index, built once per rule set and shared by all files: lookup tables from a
+//! qualified name, method, attribute or keyword to the rules that match it, and the needle
+//! prefilter ([`RuleIndex::active`]) that tells which rules could fire on a text at all.
+
+use std::collections::{HashMap, HashSet};
+
+use aho_corasick::AhoCorasick;
+
+use super::rules::{Matcher, RuleSet};
+
+/// Lookup tables over a rule set, built once and shared by all files.
+pub struct RuleIndex {
+    pub(super) calls: HashMap<String, Vec<usize>>,
+    pub(super) refs: HashMap<String, Vec<usize>>,
+    pub(super) prefixes: Vec<(String, usize)>,
+    pub(super) methods: HashMap<String, Vec<usize>>,
+    pub(super) attributes: HashMap<String, Vec<usize>>,
+    pub(super) keywords: HashMap<String, Vec<usize>>,
+    pub(super) strings: Vec<usize>,
+    pub(super) roots: HashSet<String>,
+    needle_set: Option<AhoCorasick>,
+    /// Per rule: all of these groups must be present, each group = any of its needles.
+    needle_ids: Vec<Vec<Vec<usize>>>,
+    needle_count: usize,
+}
+
+impl RuleIndex {
+    pub fn new(set: &RuleSet) -> RuleIndex {
+        let mut ix = RuleIndex {
+            calls: HashMap::new(),
+            refs: HashMap::new(),
+            prefixes: vec![],
+            methods: HashMap::new(),
+            attributes: HashMap::new(),
+            keywords: HashMap::new(),
+            strings: vec![],
+            roots: set.module_roots(),
+            needle_set: None,
+            needle_ids: vec![],
+            needle_count: 0,
+        };
+        let mut needles: Vec<String> = vec![];
+        for (i, r) in set.rules.iter().enumerate() {
+            match &r.matcher {
+                Matcher::Call(names) => {
+                    for n in names {
+                        ix.calls.entry(n.clone()).or_default().push(i);
+                    }
+                }
+                Matcher::Reference { exact, prefixes } => {
+                    for n in exact {
+                        ix.refs.entry(n.clone()).or_default().push(i);
+                    }
+                    for p in prefixes {
+                        ix.prefixes.push((p.clone(), i));
+                    }
+                }
+                Matcher::Method(names) => {
+                    for n in names {
+                        ix.methods.entry(n.clone()).or_default().push(i);
+                    }
+                }
+                Matcher::Attribute(names) => {
+                    for n in names {
+                        ix.attributes.entry(n.clone()).or_default().push(i);
+                    }
+                }
+                Matcher::Keyword { names, .. } => {
+                    for n in names {
+                        ix.keywords.entry(n.clone()).or_default().push(i);
+                    }
+                }
+                Matcher::String { .. } => ix.strings.push(i),
+            }
+            let mut groups = vec![];
+            for group in &r.needles {
+                let mut ids = vec![];
+                for n in group.split('|') {
+                    let lower = n.to_ascii_lowercase();
+                    let id = match needles.iter().position(|x| *x == lower) {
+                        Some(id) => id,
+                        None => {
+                            needles.push(lower);
+                            needles.len() - 1
+                        }
+                    };
+                    ids.push(id);
+                }
+                groups.push(ids);
+            }
+            ix.needle_ids.push(groups);
+        }
+        // Longest prefix first, so the most specific fallback wins.
+        ix.prefixes
+            .sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
+        ix.needle_count = needles.len();
+        ix.needle_set = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(&needles)
+            .ok();
+        ix
+    }
+
+    /// Which rules could fire on this text (every needle of the rule occurs in it).
+    pub fn active(&self, source: &str) -> Vec<bool> {
+        let mut present = vec![false; self.needle_count];
+        if let Some(ac) = &self.needle_set {
+            for m in ac.find_overlapping_iter(source) {
+                present[m.pattern().as_usize()] = true;
+            }
+        }
+        self.needle_ids
+            .iter()
+            .map(|groups| groups.iter().all(|g| g.iter().any(|i| present[*i])))
+            .collect()
+    }
+}

@@ -1,0 +1,386 @@
+//! Compiling a rule's TOML definition into the model: one matcher, at most one action, the
+//! needles of the file pre-filter, and validation of names, templates and placeholders.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use anyhow::{Result, anyhow, bail};
+use regex::Regex;
+
+use super::model::{Action, Matcher, Note, PositionPattern, Rule};
+use super::schema::{ActionDef, FixClass, NoteWhere, RemoveKind, RenameDef, RuleDef, StringForm};
+
+fn glob_to_regex(glob: &str) -> Result<Regex, String> {
+    let mut re = String::from("(?i)^");
+    for c in glob.chars() {
+        match c {
+            '*' => re.push_str(".*"),
+            c if c.is_alphanumeric() || c == '_' => re.push(c),
+            c => return Err(format!("unexpected `{c}` in identifier pattern `{glob}`")),
+        }
+    }
+    re.push('$');
+    Regex::new(&re).map_err(|e| e.to_string())
+}
+
+pub(super) fn compile_position(p: &str) -> Result<PositionPattern, String> {
+    match p.rsplit_once(':') {
+        Some((callee, key)) => {
+            if callee.is_empty() || key.is_empty() {
+                return Err(format!(
+                    "`{p}`: a call slot is `qualified.name:INDEX`, `qualified.name:keyword` or `.method:INDEX`"
+                ));
+            }
+            Ok(PositionPattern::Slot {
+                callee: callee.to_string(),
+                key: key.to_string(),
+            })
+        }
+        None => glob_to_regex(p).map(PositionPattern::Ident),
+    }
+}
+
+pub(super) fn compile_rule(
+    def: RuleDef,
+    family: &str,
+    origin: &str,
+    line: usize,
+    positions: &HashMap<String, Vec<PositionPattern>>,
+) -> Result<Rule> {
+    let m = def.matcher;
+    let kinds = [
+        m.call.is_some(),
+        m.reference.is_some(),
+        m.method.is_some(),
+        m.attribute.is_some(),
+        m.string.is_some(),
+        m.keyword.is_some(),
+    ]
+    .iter()
+    .filter(|b| **b)
+    .count();
+    let calls_as_filter = m.keyword.is_some() && m.call.is_some();
+    if kinds != 1 && !(calls_as_filter && kinds == 2) {
+        bail!(
+            "[rule.match] needs exactly one of `call`, `reference`, `method`, `attribute`, `keyword` (optionally with `call` as a filter) or `string`"
+        );
+    }
+    let mut needles: Vec<String> = vec![];
+    let matcher = if let Some(names) = m.keyword {
+        needles.extend(names.iter().cloned());
+        Matcher::Keyword {
+            names,
+            calls: m.call.unwrap_or_default(),
+        }
+    } else if let Some(names) = m.call {
+        check_qualified(&names)?;
+        Matcher::Call(names)
+    } else if let Some(names) = m.reference {
+        let mut exact = vec![];
+        let mut prefixes = vec![];
+        for n in names {
+            match n.strip_suffix(".*") {
+                Some(p) => prefixes.push(p.to_string()),
+                None => exact.push(n),
+            }
+        }
+        check_qualified(&exact)?;
+        check_qualified(&prefixes)?;
+        Matcher::Reference { exact, prefixes }
+    } else if let Some(names) = m.method {
+        needles.extend(names.iter().cloned());
+        Matcher::Method(names)
+    } else if let Some(names) = m.attribute {
+        needles.extend(names.iter().cloned());
+        Matcher::Attribute(names)
+    } else if let Some(re) = m.string {
+        let regex = Regex::new(&re).map_err(|e| anyhow!("`string` is not a valid regex: {e}"))?;
+        if let Some(lit) = leading_literal(&re) {
+            needles.push(lit);
+        }
+        let positions_used = match m.positions {
+            None => bail!(
+                "a `string` match needs `in = [...]`: position classes such as \"device\", or \"*\" for anywhere"
+            ),
+            Some(p) if p.iter().any(|x| x == "*") => None,
+            Some(p) => {
+                for class in &p {
+                    if !positions.contains_key(class) {
+                        let mut known: Vec<&String> = positions.keys().collect();
+                        known.sort();
+                        bail!(
+                            "unknown position class `{class}`; known classes: {}; or define it under [positions]",
+                            known
+                                .iter()
+                                .map(|s| s.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        );
+                    }
+                }
+                Some(p)
+            }
+        };
+        Matcher::String {
+            regex,
+            positions: positions_used,
+            forms: m.forms.unwrap_or_else(|| vec![StringForm::Plain]),
+        }
+    } else {
+        unreachable!()
+    };
+    // Every segment of a qualified name must be spelled somewhere in a file that uses it.
+    if let Matcher::Call(names) | Matcher::Reference { exact: names, .. } = &matcher {
+        if names.len() == 1 {
+            needles.extend(names[0].split('.').map(str::to_string));
+        } else if !names.is_empty() {
+            // Several names: only what they all share is required.
+            let mut common: Vec<String> = names[0].split('.').map(str::to_string).collect();
+            for n in &names[1..] {
+                let segs: HashSet<&str> = n.split('.').collect();
+                common.retain(|s| segs.contains(s.as_str()));
+            }
+            needles.extend(common);
+        }
+    }
+    if let Matcher::Reference { exact, prefixes } = &matcher
+        && exact.is_empty()
+        && !prefixes.is_empty()
+    {
+        let mut common: Vec<String> = prefixes[0].split('.').map(str::to_string).collect();
+        for n in &prefixes[1..] {
+            let segs: HashSet<&str> = n.split('.').collect();
+            common.retain(|s| segs.contains(s.as_str()));
+        }
+        needles.extend(common);
+    }
+    if let Some(n) = def.needles {
+        needles = n;
+    }
+    needles.sort();
+    needles.dedup();
+
+    let receiver = m
+        .receiver
+        .map(|r| Regex::new(&r).map_err(|e| anyhow!("`receiver` is not a valid regex: {e}")))
+        .transpose()?;
+
+    let act = def.action.unwrap_or_default();
+    let params = act.params.clone().unwrap_or_default();
+    let action = compile_action(&act, &matcher)?;
+    if def.fix != FixClass::Manual && action.is_none() {
+        bail!(
+            "fix = \"{}\" needs an [rule.action]; use fix = \"manual\" for a diagnostic-only rule",
+            def.fix.as_str()
+        );
+    }
+    if def.fix == FixClass::Manual && action.is_some() {
+        bail!("fix = \"manual\" rules must not have an [rule.action]; use \"safe\" or \"unsafe\"");
+    }
+    for p in act.convert.keys() {
+        if !params.contains(p) {
+            bail!("[rule.action.convert.{p}]: `{p}` is not in `params`");
+        }
+    }
+    // Placeholders in templates must name parameters (or the built-ins).
+    let templates: Vec<&String> = act
+        .replace
+        .iter()
+        .chain(act.args.iter().flatten())
+        .chain(act.convert.values().flat_map(|c| {
+            [
+                &c.missing, &c.none, &c.int, &c.string, &c.true_, &c.false_, &c.other,
+            ]
+            .into_iter()
+            .flatten()
+        }))
+        .collect();
+    for t in templates {
+        for ph in placeholders(t).map_err(|e| anyhow!("template `{t}`: {e}"))? {
+            let known =
+                params.contains(&ph) || ["receiver", "value", "matched"].contains(&ph.as_str());
+            if !known {
+                bail!(
+                    "template `{t}` uses `{{{ph}}}`, which is not a parameter; declare it in `params = [...]`"
+                );
+            }
+        }
+    }
+    let note = act.note.clone().map(|text| Note {
+        text,
+        only_in_loop: act.note_in == Some(NoteWhere::Loop),
+    });
+    if note.as_ref().is_some_and(|n| n.text.contains('\n')) {
+        bail!("`note` must be one line");
+    }
+    if act.note_in.is_some() && note.is_none() {
+        bail!("`note_in` needs a `note`");
+    }
+    check_qualified(&def.unsafe_if_uses)?;
+    check_qualified(&def.unless_uses)?;
+    check_qualified(&def.only_if_uses)?;
+    check_qualified(&def.not_if_uses)?;
+    Ok(Rule {
+        id: def.id,
+        family: family.to_string(),
+        name: def.name,
+        message: def.message,
+        advice: def.advice,
+        fix: def.fix,
+        matcher,
+        action,
+        params,
+        pass_rest: act.pass_rest,
+        convert: act.convert,
+        receiver,
+        min_args: m.min_args,
+        example: def.example,
+        note,
+        unsafe_if_uses: def.unsafe_if_uses,
+        unless_uses: def.unless_uses,
+        only_if_uses: def.only_if_uses,
+        not_if_uses: def.not_if_uses,
+        needles,
+        origin: origin.to_string(),
+        line,
+    })
+}
+
+fn compile_action(act: &ActionDef, matcher: &Matcher) -> Result<Option<Action>> {
+    let n = [
+        act.rename.is_some(),
+        act.replace.is_some(),
+        act.args.is_some() || act.to.is_some(),
+        act.string.is_some(),
+        act.remove.is_some(),
+        act.unwrap.is_some(),
+    ]
+    .iter()
+    .filter(|b| **b)
+    .count();
+    if n > 1 {
+        bail!(
+            "[rule.action] takes one of `rename`, `replace`, `to`/`args`, `string`, `remove` or `unwrap`"
+        );
+    }
+    let is_string = matches!(matcher, Matcher::String { .. });
+    Ok(if let Some(r) = &act.rename {
+        if !matches!(matcher, Matcher::Call(_) | Matcher::Reference { .. }) {
+            bail!("`rename` works with `call` and `reference` matches");
+        }
+        let map = match r {
+            RenameDef::One(to) => {
+                let mut m = BTreeMap::new();
+                m.insert("*".to_string(), to.clone());
+                m
+            }
+            RenameDef::Map(m) => m.clone(),
+        };
+        Some(Action::Rename(map))
+    } else if let Some(t) = &act.replace {
+        Some(Action::Replace(t.clone()))
+    } else if act.args.is_some() || act.to.is_some() {
+        if !matches!(matcher, Matcher::Call(_) | Matcher::Method(_)) {
+            bail!("`to`/`args` rewrite a call: use them with `call` or `method` matches");
+        }
+        Some(Action::Call {
+            to: act.to.clone(),
+            args: act.args.clone().unwrap_or_default(),
+        })
+    } else if let Some(s) = &act.string {
+        if !is_string {
+            bail!("`string` rewrites work with `string` matches only");
+        }
+        Some(Action::String(s.clone()))
+    } else if let Some(k) = act.remove {
+        if k == RemoveKind::Keyword && !matches!(matcher, Matcher::Keyword { .. }) {
+            bail!("remove = \"keyword\" works with `keyword` matches only");
+        }
+        Some(Action::Remove(k))
+    } else if act.unwrap.is_some() {
+        if !matches!(matcher, Matcher::Call(_)) {
+            bail!("unwrap = \"with\" works with `call` matches only");
+        }
+        Some(Action::Unwrap)
+    } else {
+        None
+    })
+}
+
+fn check_qualified(names: &[String]) -> Result<()> {
+    for n in names {
+        let ok = !n.is_empty()
+            && n.split('.')
+                .all(|s| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_'));
+        if !ok {
+            bail!("`{n}` is not a dotted qualified name such as `torch.cuda.synchronize`");
+        }
+    }
+    Ok(())
+}
+
+/// Placeholders `{name}` in a template (`{{`/`}}` are literal braces).
+pub fn placeholders(t: &str) -> Result<Vec<String>, String> {
+    let mut out = vec![];
+    let b = t.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'{' if b.get(i + 1) == Some(&b'{') => i += 2,
+            b'}' if b.get(i + 1) == Some(&b'}') => i += 2,
+            b'{' => {
+                let end = t[i..].find('}').ok_or("unclosed `{`")? + i;
+                let name = &t[i + 1..end];
+                if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                    return Err(format!(
+                        "`{{{name}}}` is not a placeholder; write `{{{{` for a literal brace"
+                    ));
+                }
+                out.push(name.to_string());
+                i = end + 1;
+            }
+            b'}' => return Err("unmatched `}`; write `}}` for a literal brace".into()),
+            _ => i += 1,
+        }
+    }
+    Ok(out)
+}
+
+/// The literal word a regex starts with (`^cuda:(\d+)$` → `cuda`), for the file pre-filter.
+fn leading_literal(re: &str) -> Option<String> {
+    let s = re.trim_start_matches("(?i)").trim_start_matches('^');
+    let s = s.strip_prefix("(?:").unwrap_or(s);
+    let lit: String = s
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    // A trailing quantifier would make the last character optional.
+    let next = s[lit.len()..].chars().next();
+    let lit = match next {
+        Some('?' | '*' | '{') => lit[..lit.len().saturating_sub(1)].to_string(),
+        _ => lit,
+    };
+    (lit.len() >= 3).then_some(lit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leading_literals() {
+        assert_eq!(
+            leading_literal("^cuda:([1-9]\\d*)$").as_deref(),
+            Some("cuda")
+        );
+        assert_eq!(leading_literal("(?i)^nccl$").as_deref(), Some("nccl"));
+        assert_eq!(leading_literal("^x?"), None);
+        assert_eq!(leading_literal("^cudas?$").as_deref(), Some("cuda"));
+    }
+
+    #[test]
+    fn placeholder_parsing() {
+        assert_eq!(placeholders("f({a}, {{b}})").unwrap(), vec!["a"]);
+        assert!(placeholders("f({a)").is_err());
+        assert!(placeholders("}").is_err());
+    }
+}

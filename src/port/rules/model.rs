@@ -1,0 +1,230 @@
+//! The compiled rule model: what a loaded rule matches ([`Matcher`]), what its fix does
+//! ([`Action`]), the [`Rule`] itself, and the [`RuleSet`] with its position classes and helpers.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use anyhow::{Result, bail};
+use regex::Regex;
+
+use super::schema::{ConvertDef, Example, FixClass, RemoveKind, StringForm};
+
+/// A helper function that fixes may call (inserted and removed by `port::helpers`).
+#[derive(Debug, Clone)]
+pub struct Helper {
+    pub name: String,
+    pub code: String,
+    pub imports: Vec<String>,
+}
+
+/// A comment that a fix leaves in the code.
+#[derive(Debug, Clone)]
+pub struct Note {
+    pub text: String,
+    pub only_in_loop: bool,
+}
+
+#[derive(Debug)]
+pub enum Matcher {
+    /// A call whose callee resolves to one of these qualified names.
+    Call(Vec<String>),
+    /// A reference (name or attribute chain) resolving to one of these; `prefix.*` matches any
+    /// chain under the prefix (and the prefix itself) and is a fallback.
+    Reference {
+        exact: Vec<String>,
+        prefixes: Vec<String>,
+    },
+    /// `<value>.name(...)` where the receiver is not an imported module.
+    Method(Vec<String>),
+    /// `<value>.name` (not called) where the receiver is not an imported module.
+    Attribute(Vec<String>),
+    /// A keyword argument, optionally only in calls to these qualified names.
+    Keyword {
+        names: Vec<String>,
+        calls: Vec<String>,
+    },
+    /// A string literal whose static text matches, in one of these position classes.
+    String {
+        regex: Regex,
+        /// None = any position (a fallback rule).
+        positions: Option<Vec<String>>,
+        forms: Vec<StringForm>,
+    },
+}
+
+#[derive(Debug)]
+pub enum Action {
+    /// Replace the matched expression (for calls: the callee) with a qualified name; a map
+    /// chooses by the matched qualified name.
+    Rename(BTreeMap<String, String>),
+    /// Replace the `with` statement opened by the matched call with its body, dedented.
+    Unwrap,
+    /// Replace the whole matched expression with a template.
+    Replace(String),
+    /// Rewrite a call: new callee (qualified name, or `.method` on the same receiver) and
+    /// argument list built from the source parameters.
+    Call {
+        to: Option<String>,
+        args: Vec<String>,
+    },
+    /// Rewrite the static text of a string with a regex replacement.
+    String(String),
+    Remove(RemoveKind),
+}
+
+#[derive(Debug)]
+pub struct Rule {
+    pub id: String,
+    pub family: String,
+    pub name: String,
+    pub message: String,
+    pub advice: Option<String>,
+    pub fix: FixClass,
+    pub matcher: Matcher,
+    pub action: Option<Action>,
+    pub params: Vec<String>,
+    pub pass_rest: bool,
+    pub convert: BTreeMap<String, ConvertDef>,
+    pub receiver: Option<Regex>,
+    pub min_args: Option<usize>,
+    pub example: Option<Example>,
+    /// A comment the fix leaves at the statement.
+    pub note: Option<Note>,
+    /// The fix is unsafe in files that use one of these names and none of `unless_uses`.
+    pub unsafe_if_uses: Vec<String>,
+    pub unless_uses: Vec<String>,
+    /// The rule applies only in files that use one of these (empty: any file)...
+    pub only_if_uses: Vec<String>,
+    /// ...and none of these.
+    pub not_if_uses: Vec<String>,
+    /// Substrings that must all occur in a file for this rule to possibly fire (ASCII
+    /// case-insensitive; `a|b` = either); empty = always check.
+    pub needles: Vec<String>,
+    /// Where the rule came from (for messages).
+    pub origin: String,
+    pub line: usize,
+}
+
+impl Rule {
+    /// What else decides the rule's effect, one line each, for `tpuport rule ID`: the files it
+    /// applies to, when its fix is only unsafe, the comment it leaves.
+    pub fn conditions(&self) -> Vec<String> {
+        let mut out = vec![];
+        if !self.only_if_uses.is_empty() {
+            out.push(format!(
+                "applies only in files that use {}",
+                self.only_if_uses.join(", ")
+            ));
+        }
+        if !self.not_if_uses.is_empty() {
+            out.push(format!(
+                "not in files that use {}",
+                self.not_if_uses.join(", ")
+            ));
+        }
+        if !self.unsafe_if_uses.is_empty() {
+            let unless = if self.unless_uses.is_empty() {
+                String::new()
+            } else {
+                format!(", unless they use {}", self.unless_uses.join(", "))
+            };
+            out.push(format!(
+                "unsafe in files that use {}{unless}",
+                self.unsafe_if_uses.join(", ")
+            ));
+        }
+        if let Some(n) = &self.note {
+            let place = if n.only_in_loop {
+                " (inside loops)"
+            } else {
+                ""
+            };
+            out.push(format!(
+                "leaves the comment{place}: # tpuport {}: {}",
+                self.id, n.text
+            ));
+        }
+        out
+    }
+
+    /// Does the rule look at what the file uses (`unsafe_if_uses`, `only_if_uses`, `not_if_uses`)?
+    pub fn depends_on_uses(&self) -> bool {
+        !(self.unsafe_if_uses.is_empty()
+            && self.only_if_uses.is_empty()
+            && self.not_if_uses.is_empty())
+    }
+
+    /// A fallback rule only fires where no other rule matched.
+    pub fn is_fallback(&self) -> bool {
+        match &self.matcher {
+            Matcher::Reference { prefixes, .. } => !prefixes.is_empty(),
+            Matcher::String { positions, .. } => positions.is_none(),
+            _ => false,
+        }
+    }
+}
+
+/// A position pattern: an identifier glob (`*device*`) or a call slot (`torch.device:0`,
+/// `.to:device`).
+#[derive(Debug, Clone)]
+pub enum PositionPattern {
+    Ident(Regex),
+    Slot { callee: String, key: String },
+}
+
+pub struct RuleFile {
+    pub family: String,
+    pub title: String,
+    pub about: Option<String>,
+    pub origin: String,
+}
+
+/// All loaded rules, with their position classes.
+pub struct RuleSet {
+    pub rules: Vec<Rule>,
+    /// Helpers fixes may call, sorted by name.
+    pub helpers: Vec<Helper>,
+    pub files: Vec<RuleFile>,
+    pub positions: HashMap<String, Vec<PositionPattern>>,
+}
+
+impl RuleSet {
+    /// Keep only rules selected by `select` (id prefixes; empty = all) and not in `ignore`.
+    pub fn filter(&mut self, select: &[String], ignore: &[String]) -> Result<()> {
+        for code in select.iter().chain(ignore) {
+            if !self.rules.iter().any(|r| r.id.starts_with(code.as_str())) {
+                bail!("no rule matches `{code}`; run `tpuport rule --all` to list the rule ids");
+            }
+        }
+        self.rules.retain(|r| {
+            (select.is_empty() || select.iter().any(|s| r.id.starts_with(s.as_str())))
+                && !ignore.iter().any(|s| r.id.starts_with(s.as_str()))
+        });
+        Ok(())
+    }
+
+    pub fn get(&self, id: &str) -> Vec<&Rule> {
+        self.rules.iter().filter(|r| r.id == id).collect()
+    }
+
+    /// Roots of every qualified name the rules mention (`torch`, `torch_xla`, `os`).
+    pub fn module_roots(&self) -> HashSet<String> {
+        let mut roots: HashSet<String> = ["torch", "os", "sys"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for r in &self.rules {
+            let names: Vec<&String> = match &r.matcher {
+                Matcher::Call(n) => n.iter().collect(),
+                Matcher::Reference { exact, prefixes } => exact.iter().chain(prefixes).collect(),
+                Matcher::Keyword { calls, .. } => calls.iter().collect(),
+                _ => vec![],
+            };
+            for n in names {
+                if let Some(root) = n.split('.').next() {
+                    roots.insert(root.to_string());
+                }
+            }
+        }
+        roots
+    }
+}

@@ -1,0 +1,238 @@
+//! The TOML schema of a rule file (`rules/*.toml`) as serde reads it, with the plain enums
+//! (fix class, string form, argument kind, removal kind) that the compiled model keeps.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// How far a fix may be trusted. Ordered: `Manual < Unsafe < Safe`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum FixClass {
+    /// Diagnostic only: no rewrite, advice says what to do.
+    Manual,
+    /// A rewrite that may change meaning; applied only with `--unsafe-fixes`.
+    Unsafe,
+    /// A rewrite that keeps the program's meaning on TPU; applied by default.
+    Safe,
+}
+
+impl FixClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FixClass::Manual => "manual",
+            FixClass::Unsafe => "unsafe",
+            FixClass::Safe => "safe",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StringForm {
+    /// `"cuda:0"`
+    Plain,
+    /// `f"cuda:{rank}"`
+    Fstring,
+    /// `"cuda:{}".format(rank)`
+    Format,
+    /// `"cuda:%d" % rank`
+    Percent,
+    /// `"cuda:" + str(rank)`
+    Concat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArgKind {
+    Missing,
+    None,
+    Int,
+    String,
+    /// `True` (falls back to `other` where no `true` template is given).
+    True,
+    /// `False` (falls back to `other`).
+    False,
+    Other,
+}
+
+impl ArgKind {
+    /// Whether a list of kinds (`unsafe = [...]`, `manual = [...]`) covers this kind; booleans
+    /// are also covered by `other`.
+    pub fn listed_in(self, list: &[ArgKind]) -> bool {
+        list.contains(&self)
+            || (matches!(self, ArgKind::True | ArgKind::False) && list.contains(&ArgKind::Other))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RemoveKind {
+    /// The statement that holds the match (an expression statement, or an assignment that binds
+    /// no name).
+    Statement,
+    /// The matched keyword argument.
+    Keyword,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RuleFileDef {
+    pub(super) family: String,
+    pub(super) title: String,
+    #[serde(default)]
+    pub(super) about: Option<String>,
+    #[serde(default)]
+    pub(super) positions: BTreeMap<String, Vec<String>>,
+    /// Key words for the file pre-filter of every rule here that names none itself (instead of
+    /// the segments of its qualified names): `["torch_xla"]`.
+    #[serde(default)]
+    pub(super) needles: Option<Vec<String>>,
+    #[serde(default, rename = "rule")]
+    pub(super) rules: Vec<RuleDef>,
+    /// Helper definitions that fixes may call (`_tpuport_rank()`), inserted once per file.
+    #[serde(default)]
+    pub(super) helpers: BTreeMap<String, HelperDef>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct HelperDef {
+    /// The top-level definition, as Python source (`def NAME(...): ...`).
+    pub(super) code: String,
+    /// Modules the code needs imported (`os`, `torch`).
+    #[serde(default)]
+    pub(super) imports: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RuleDef {
+    pub(super) id: String,
+    pub(super) name: String,
+    pub(super) message: String,
+    #[serde(default)]
+    pub(super) advice: Option<String>,
+    pub(super) fix: FixClass,
+    #[serde(rename = "match")]
+    pub(super) matcher: MatchDef,
+    #[serde(default)]
+    pub(super) action: Option<ActionDef>,
+    #[serde(default)]
+    pub(super) example: Option<Example>,
+    #[serde(default)]
+    pub(super) needles: Option<Vec<String>>,
+    /// The fix is shown as unsafe when the file (as given) uses one of these qualified names...
+    #[serde(default)]
+    pub(super) unsafe_if_uses: Vec<String>,
+    /// ...and none of these.
+    #[serde(default)]
+    pub(super) unless_uses: Vec<String>,
+    /// The rule only applies in files that use one of these qualified names...
+    #[serde(default)]
+    pub(super) only_if_uses: Vec<String>,
+    /// ...and never in files that use one of these.
+    #[serde(default)]
+    pub(super) not_if_uses: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MatchDef {
+    pub(super) call: Option<Vec<String>>,
+    pub(super) reference: Option<Vec<String>>,
+    pub(super) method: Option<Vec<String>>,
+    pub(super) attribute: Option<Vec<String>>,
+    pub(super) keyword: Option<Vec<String>>,
+    pub(super) string: Option<String>,
+    #[serde(rename = "in")]
+    pub(super) positions: Option<Vec<String>>,
+    pub(super) forms: Option<Vec<StringForm>>,
+    pub(super) receiver: Option<String>,
+    pub(super) min_args: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ActionDef {
+    pub(super) rename: Option<RenameDef>,
+    pub(super) replace: Option<String>,
+    pub(super) to: Option<String>,
+    pub(super) args: Option<Vec<String>>,
+    pub(super) params: Option<Vec<String>>,
+    #[serde(default)]
+    pub(super) pass_rest: bool,
+    #[serde(default)]
+    pub(super) convert: BTreeMap<String, ConvertDef>,
+    pub(super) string: Option<String>,
+    pub(super) remove: Option<RemoveKind>,
+    /// `unwrap = "with"`: replace the `with` statement the matched call opens by its body.
+    pub(super) unwrap: Option<UnwrapKind>,
+    /// A one-line comment left where the statement was rewritten or removed.
+    pub(super) note: Option<String>,
+    /// Where the note is left: `"always"` (default) or only `"loop"` (inside a for/while).
+    pub(super) note_in: Option<NoteWhere>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnwrapKind {
+    With,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NoteWhere {
+    Always,
+    Loop,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RenameDef {
+    One(String),
+    Map(BTreeMap<String, String>),
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConvertDef {
+    pub missing: Option<String>,
+    pub none: Option<String>,
+    pub int: Option<String>,
+    pub string: Option<String>,
+    #[serde(rename = "true")]
+    pub true_: Option<String>,
+    #[serde(rename = "false")]
+    pub false_: Option<String>,
+    pub other: Option<String>,
+    /// Argument kinds for which the fix is only unsafe.
+    #[serde(default, rename = "unsafe")]
+    pub unsafe_for: Vec<ArgKind>,
+    /// Argument kinds for which no fix is offered.
+    #[serde(default, rename = "manual")]
+    pub manual_for: Vec<ArgKind>,
+}
+
+impl ConvertDef {
+    pub fn template(&self, kind: ArgKind) -> Option<&str> {
+        match kind {
+            ArgKind::Missing => self.missing.as_deref(),
+            ArgKind::None => self.none.as_deref(),
+            ArgKind::Int => self.int.as_deref(),
+            ArgKind::String => self.string.as_deref(),
+            ArgKind::True => self.true_.as_deref().or(self.other.as_deref()),
+            ArgKind::False => self.false_.as_deref().or(self.other.as_deref()),
+            ArgKind::Other => self.other.as_deref(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Example {
+    pub before: String,
+    pub after: String,
+}

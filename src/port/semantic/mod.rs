@@ -1,0 +1,321 @@
+//! Qualified-name resolution: which import a name in the source stands for.
+//!
+//! One pass over the module builds the scopes (module, class, function, lambda, comprehension)
+//! and their bindings: imports (`import torch as T`, `from torch.cuda import amp`, also inside
+//! functions), assignments, parameters, loop/with/except targets, `global`/`nonlocal`. Then
+//! [`Semantic::qualified_name`] turns `T.cuda.synchronize` or `cuda.synchronize` into
+//! `torch.cuda.synchronize`, and gives nothing for a local or parameter named `cuda`.
+//!
+//! Resolution follows Python's rules: a name bound anywhere in a function is local to the whole
+//! function; class scopes are invisible to nested functions; at module level the binding in
+//! force is the last one before the use. `x = None` (the `except ImportError:` idiom) does not
+//! hide an import of the same name.//!
+//! [`scope`] holds the data, [`collect`] the one pass that gathers it; this file answers the
+//! questions about it.
+
+pub mod collect;
+pub mod scope;
+
+use std::collections::HashSet;
+
+use ruff_python_ast::{self as ast, Expr};
+use ruff_text_size::{TextRange, TextSize};
+
+pub use scope::{Binding, BindingKind, MODULE_SCOPE, Scope, ScopeId, ScopeKind};
+
+/// The scopes and bindings of one module.
+pub struct Semantic {
+    pub scopes: Vec<Scope>,
+    pub bindings: Vec<Binding>,
+    /// Every name that is read, with the binding it resolves to (if any).
+    pub loads: Vec<(TextRange, Option<usize>)>,
+}
+
+impl Semantic {
+    pub fn build(module: &ast::ModModule) -> Semantic {
+        let (scopes, bindings, loads_raw) = collect::collect(module);
+        let mut sem = Semantic {
+            scopes,
+            bindings,
+            loads: Vec::with_capacity(loads_raw.len()),
+        };
+        for (range, name, scope) in loads_raw {
+            let b = sem.lookup(scope, &name, range.start());
+            sem.loads.push((range, b));
+        }
+        sem
+    }
+
+    /// The innermost scope whose span contains `pos`.
+    pub fn scope_at(&self, pos: TextSize) -> ScopeId {
+        let mut best = MODULE_SCOPE;
+        // Scopes are created in source order and nest, so the last containing one is innermost.
+        for (id, s) in self.scopes.iter().enumerate().skip(1) {
+            if s.span.start() <= pos && pos < s.span.end().max(s.span.start() + TextSize::from(1)) {
+                best = id;
+            }
+        }
+        best
+    }
+
+    /// The binding `name` refers to when read at `pos`.
+    pub fn resolve(&self, name: &str, pos: TextSize) -> Option<&Binding> {
+        self.lookup(self.scope_at(pos), name, pos)
+            .map(|i| &self.bindings[i])
+    }
+
+    fn lookup(&self, scope: ScopeId, name: &str, pos: TextSize) -> Option<usize> {
+        let mut id = scope;
+        let mut nested = false;
+        loop {
+            let s = &self.scopes[id];
+            if s.globals.iter().any(|g| g == name) {
+                return self.pick(MODULE_SCOPE, name, pos, true);
+            }
+            let skip_class = s.kind == ScopeKind::Class && nested;
+            if !skip_class
+                && !s.nonlocals.iter().any(|g| g == name)
+                && let Some(b) = self.pick(id, name, pos, nested)
+            {
+                return Some(b);
+            }
+            match s.parent {
+                Some(p) => {
+                    if s.kind != ScopeKind::Comprehension {
+                        // Function and class bodies run later (or, for classes, see the
+                        // module as it is then): treat the outer scope as "nested" lookup.
+                        nested = nested || s.kind == ScopeKind::Function;
+                    }
+                    id = p;
+                }
+                None => return None,
+            }
+        }
+    }
+
+    fn pick(&self, scope: ScopeId, name: &str, pos: TextSize, nested: bool) -> Option<usize> {
+        let ids = self.scopes[scope].names.get(name)?;
+        let strong = |i: &&usize| self.bindings[**i].kind != BindingKind::Weak;
+        let chosen = if nested {
+            // Deferred code sees the module as it ends up.
+            ids.iter().rev().find(strong).or(ids.last())
+        } else {
+            let before: Vec<&usize> = ids
+                .iter()
+                .filter(|i| self.bindings[**i].range.start() <= pos)
+                .collect();
+            if before.is_empty() {
+                ids.first()
+            } else {
+                before
+                    .iter()
+                    .rev()
+                    .find(|i| strong(i))
+                    .copied()
+                    .or(before.last().copied())
+            }
+        };
+        chosen.copied()
+    }
+
+    /// The qualified name an expression stands for (`T.cuda.synchronize` → `torch.cuda.synchronize`),
+    /// if its root is an imported name.
+    pub fn qualified_name(&self, expr: &Expr) -> Option<String> {
+        match expr {
+            Expr::Name(n) => match &self.resolve(n.id.as_str(), n.range.start())?.kind {
+                BindingKind::Import { qualified } => Some(qualified.clone()),
+                _ => None,
+            },
+            Expr::Attribute(a) => {
+                let mut q = self.qualified_name(&a.value)?;
+                q.push('.');
+                q.push_str(a.attr.as_str());
+                Some(q)
+            }
+            _ => None,
+        }
+    }
+
+    /// The root name of an attribute chain, if it resolves to an import.
+    pub fn root_is_import(&self, expr: &Expr) -> bool {
+        let mut e = expr;
+        loop {
+            match e {
+                Expr::Attribute(a) => e = &a.value,
+                Expr::Name(n) => {
+                    return matches!(
+                        self.resolve(n.id.as_str(), n.range.start())
+                            .map(|b| &b.kind),
+                        Some(BindingKind::Import { .. })
+                    );
+                }
+                _ => return false,
+            }
+        }
+    }
+
+    /// Every name an import binds, in any scope: only chains rooted in one of these can resolve
+    /// to a qualified name, so the matchers use it as a cheap first filter.
+    pub fn import_names(&self) -> HashSet<&str> {
+        self.bindings
+            .iter()
+            .filter(|b| matches!(b.kind, BindingKind::Import { .. }))
+            .map(|b| b.name.as_str())
+            .collect()
+    }
+
+    /// Module-level import bindings, for rendering a qualified name with the file's own aliases.
+    pub fn module_imports(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.bindings.iter().filter_map(|b| match &b.kind {
+            BindingKind::Import { qualified } if b.scope == MODULE_SCOPE => {
+                Some((b.name.as_str(), qualified.as_str()))
+            }
+            _ => None,
+        })
+    }
+
+    /// Number of reads that resolve to each binding.
+    pub fn use_counts(&self) -> Vec<usize> {
+        let mut counts = vec![0; self.bindings.len()];
+        for (_, b) in &self.loads {
+            if let Some(b) = b {
+                counts[*b] += 1;
+            }
+        }
+        counts
+    }
+
+    /// True if `name` is bound anywhere at module level.
+    pub fn module_binds(&self, name: &str) -> bool {
+        self.scopes[MODULE_SCOPE].names.contains_key(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ruff_python_ast::visitor::{self, Visitor};
+
+    use super::*;
+    use crate::port::parse::parse;
+
+    /// Qualified names of every call's callee, in source order (None where it is not an import).
+    fn callees(src: &str) -> Vec<Option<String>> {
+        struct Calls<'s> {
+            sem: &'s Semantic,
+            out: Vec<Option<String>>,
+        }
+        impl<'a> Visitor<'a> for Calls<'_> {
+            fn visit_expr(&mut self, expr: &'a Expr) {
+                if let Expr::Call(c) = expr {
+                    self.out.push(self.sem.qualified_name(&c.func));
+                }
+                visitor::walk_expr(self, expr);
+            }
+        }
+        let parsed = parse(src);
+        assert!(!parsed.has_errors(), "{:?}", parsed.errors);
+        let sem = Semantic::build(&parsed.module);
+        let mut v = Calls {
+            sem: &sem,
+            out: vec![],
+        };
+        v.visit_body(&parsed.module.body);
+        v.out
+    }
+
+    fn q(s: &str) -> Option<String> {
+        Some(s.to_string())
+    }
+
+    #[test]
+    fn import_aliases() {
+        let src = "import torch as T\nfrom torch import cuda\nfrom torch.cuda import amp\n\
+                   import torch.distributed as dist\nimport torch_xla.core.xla_model as xm\n\
+                   from torch_xla.core import xla_model as xm2\n\
+                   T.cuda.synchronize()\ncuda.synchronize()\namp.autocast()\n\
+                   dist.init_process_group()\nxm.mark_step()\nxm2.mark_step()\n";
+        assert_eq!(
+            callees(src),
+            vec![
+                q("torch.cuda.synchronize"),
+                q("torch.cuda.synchronize"),
+                q("torch.cuda.amp.autocast"),
+                q("torch.distributed.init_process_group"),
+                q("torch_xla.core.xla_model.mark_step"),
+                q("torch_xla.core.xla_model.mark_step"),
+            ]
+        );
+    }
+
+    #[test]
+    fn dotted_import_binds_the_root() {
+        assert_eq!(
+            callees("import torch.cuda\ntorch.cuda.synchronize()\n"),
+            vec![q("torch.cuda.synchronize")]
+        );
+    }
+
+    #[test]
+    fn shadowing_by_parameter_and_assignment() {
+        let src = "from torch import cuda\n\
+                   def f(cuda):\n    cuda.synchronize()\n\
+                   def g():\n    cuda = Thing()\n    cuda.synchronize()\n\
+                   def h():\n    cuda.synchronize()\n\
+                   class C:\n    cuda = 1\n    def m(self):\n        cuda.synchronize()\n\
+                   [cuda.synchronize() for cuda in xs]\n";
+        assert_eq!(
+            callees(src),
+            vec![
+                None,
+                None,
+                None,
+                q("torch.cuda.synchronize"),
+                q("torch.cuda.synchronize"),
+                None,
+            ]
+        );
+    }
+
+    #[test]
+    fn imports_inside_functions_and_module_rebinding() {
+        let src = "def f():\n    import torch as tt\n    tt.cuda.synchronize()\n\
+                   def g():\n    tt.cuda.synchronize()\n\
+                   import torch\ntorch.cuda.synchronize()\ntorch = None\n";
+        // `torch = None` is weak: it does not hide the import.
+        assert_eq!(
+            callees(src),
+            vec![
+                q("torch.cuda.synchronize"),
+                None,
+                q("torch.cuda.synchronize")
+            ]
+        );
+        let src = "import torch\ntorch = Fake()\ntorch.cuda.synchronize()\n";
+        assert_eq!(callees(src), vec![None, None]);
+    }
+
+    #[test]
+    fn try_import_fallback_to_none() {
+        let src = "try:\n    import torch_xla.core.xla_model as xm\nexcept ImportError:\n    xm = None\n\
+                   def step():\n    xm.mark_step()\n";
+        assert_eq!(callees(src), vec![q("torch_xla.core.xla_model.mark_step")]);
+    }
+
+    #[test]
+    fn global_declaration_and_relative_imports() {
+        let src = "from . import cuda\ncuda.synchronize()\n\
+                   import torch\ndef f():\n    global torch\n    torch = 3\n";
+        assert_eq!(callees(src), vec![None]);
+    }
+
+    #[test]
+    fn use_counts_track_reads() {
+        let parsed = parse("import torch\nimport os\nx = torch.zeros(1)\ny = torch\n");
+        let sem = Semantic::build(&parsed.module);
+        let counts = sem.use_counts();
+        let torch = sem.bindings.iter().position(|b| b.name == "torch").unwrap();
+        let os = sem.bindings.iter().position(|b| b.name == "os").unwrap();
+        assert_eq!(counts[torch], 2);
+        assert_eq!(counts[os], 0);
+    }
+}
