@@ -30,20 +30,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::profile::event::{Event, RunStart};
-pub use exit::signal_name;
+pub use child::EVENTS_FD;
+pub use exit::{EXIT_INTERRUPTED, EXIT_TIMEOUT, EXIT_USAGE, signal_name};
 pub use observer::{Control, ObserverChoice, RunObserver, StepLines};
 pub use paths::{default_events_path, utc_stamp};
 use sink::EventSink;
 use supervise::Supervisor;
-
-/// Exit codes of `tpuport run` beyond the script's own.
-pub const EXIT_TIMEOUT: i32 = 124;
-pub const EXIT_INTERRUPTED: i32 = 130;
-/// tpuport could not start the script (bad options, no Python): 2, as for other commands.
-pub const EXIT_USAGE: i32 = 2;
-
-/// The fd the agent writes events to, in the child.
-pub const EVENTS_FD: i32 = 3;
 
 pub struct Launch {
     pub program: PathBuf,
@@ -81,7 +73,7 @@ pub fn launch(l: Launch) -> Result<i32> {
             sink.write(&Event::RunStart(l.run_start))?;
             sink.write(&exit::end_event(
                 start.elapsed().as_secs_f64(),
-                runtime_error(),
+                exit::Outcome::runtime_error(),
                 None,
                 0,
                 Some(msg.clone()),
@@ -132,13 +124,4 @@ fn create_events_file(path: &Path) -> Result<File> {
             path.display()
         )
     })
-}
-
-/// tpuport could not run the script, or failed while it ran.
-fn runtime_error() -> exit::Outcome {
-    exit::Outcome {
-        code: EXIT_USAGE,
-        status: "runtime_error",
-        signal: None,
-    }
 }
