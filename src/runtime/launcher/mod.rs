@@ -68,19 +68,7 @@ pub fn launch(l: Launch) -> Result<i32> {
     let passthrough = sink.observer.passthrough();
     let mut child = match child::spawn(&l.program, &l.args, &l.env, events_w, passthrough) {
         Ok(c) => c,
-        Err(e) => {
-            let msg = format!("cannot start {}: {e}", l.program.display());
-            sink.write(&Event::RunStart(l.run_start))?;
-            sink.write(&exit::end_event(
-                start.elapsed().as_secs_f64(),
-                exit::Outcome::runtime_error(),
-                None,
-                0,
-                Some(msg.clone()),
-            ))?;
-            sink.flush()?;
-            anyhow::bail!("{msg}");
-        }
+        Err(e) => return not_started(sink, l.run_start, &l.program, e, start),
     };
     let mut run_start = l.run_start;
     run_start.pid = child.id();
@@ -124,4 +112,25 @@ fn create_events_file(path: &Path) -> Result<File> {
             path.display()
         )
     })
+}
+
+/// The program could not be started: the events file still gets `run_start` and `run_end`.
+fn not_started(
+    mut sink: EventSink,
+    run_start: RunStart,
+    program: &Path,
+    err: std::io::Error,
+    start: Instant,
+) -> Result<i32> {
+    let msg = format!("cannot start {}: {err}", program.display());
+    sink.write(&Event::RunStart(run_start))?;
+    sink.write(&exit::end_event(
+        start.elapsed().as_secs_f64(),
+        exit::Outcome::runtime_error(),
+        None,
+        0,
+        Some(msg.clone()),
+    ))?;
+    sink.flush()?;
+    anyhow::bail!("{msg}");
 }
