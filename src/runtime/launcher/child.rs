@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context, Result};
 
-use super::EVENTS_FD;
+/// The fd the agent writes events to, in the child.
+pub const EVENTS_FD: i32 = 3;
 
 /// A pipe whose ends close on exec (the child gets the write end as fd 3 by `dup2`).
 pub fn events_pipe() -> Result<(OwnedFd, OwnedFd)> {

@@ -4,9 +4,14 @@
 
 use serde_json::{Map, Value};
 
-use super::{EXIT_INTERRUPTED, EXIT_TIMEOUT};
 use crate::profile::event::{Event, ExceptionInfo, RunEnd, RunStart};
 use crate::runtime::worker::EXIT_AGENT_FAILURE;
+
+/// Exit codes of `tpuport run` beyond the script's own.
+pub const EXIT_TIMEOUT: i32 = 124;
+pub const EXIT_INTERRUPTED: i32 = 130;
+/// tpuport could not start the script (bad options, no Python): 2, as for other commands.
+pub const EXIT_USAGE: i32 = 2;
 
 /// What is known when the child has been reaped.
 #[derive(Debug, Clone, Copy, Default)]
@@ -31,6 +36,17 @@ pub struct Outcome {
     pub code: i32,
     pub status: &'static str,
     pub signal: Option<i32>,
+}
+
+impl Outcome {
+    /// tpuport could not run the script, or failed while it ran.
+    pub fn runtime_error() -> Outcome {
+        Outcome {
+            code: EXIT_USAGE,
+            status: "runtime_error",
+            signal: None,
+        }
+    }
 }
 
 pub fn classify(e: &Ending) -> Outcome {

@@ -30,20 +30,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::profile::event::{Event, RunStart};
-pub use exit::signal_name;
+pub use child::EVENTS_FD;
+pub use exit::{EXIT_INTERRUPTED, EXIT_TIMEOUT, EXIT_USAGE, signal_name};
 pub use observer::{Control, ObserverChoice, RunObserver, StepLines};
 pub use paths::{default_events_path, utc_stamp};
 use sink::EventSink;
 use supervise::Supervisor;
-
-/// Exit codes of `tpuport run` beyond the script's own.
-pub const EXIT_TIMEOUT: i32 = 124;
-pub const EXIT_INTERRUPTED: i32 = 130;
-/// tpuport could not start the script (bad options, no Python): 2, as for other commands.
-pub const EXIT_USAGE: i32 = 2;
-
-/// The fd the agent writes events to, in the child.
-pub const EVENTS_FD: i32 = 3;
 
 pub struct Launch {
     pub program: PathBuf,
@@ -76,19 +68,7 @@ pub fn launch(l: Launch) -> Result<i32> {
     let passthrough = sink.observer.passthrough();
     let mut child = match child::spawn(&l.program, &l.args, &l.env, events_w, passthrough) {
         Ok(c) => c,
-        Err(e) => {
-            let msg = format!("cannot start {}: {e}", l.program.display());
-            sink.write(&Event::RunStart(l.run_start))?;
-            sink.write(&exit::end_event(
-                start.elapsed().as_secs_f64(),
-                runtime_error(),
-                None,
-                0,
-                Some(msg.clone()),
-            ))?;
-            sink.flush()?;
-            anyhow::bail!("{msg}");
-        }
+        Err(e) => return not_started(sink, l.run_start, &l.program, e, start),
     };
     let mut run_start = l.run_start;
     run_start.pid = child.id();
@@ -134,11 +114,23 @@ fn create_events_file(path: &Path) -> Result<File> {
     })
 }
 
-/// tpuport could not run the script, or failed while it ran.
-fn runtime_error() -> exit::Outcome {
-    exit::Outcome {
-        code: EXIT_USAGE,
-        status: "runtime_error",
-        signal: None,
-    }
+/// The program could not be started: the events file still gets `run_start` and `run_end`.
+fn not_started(
+    mut sink: EventSink,
+    run_start: RunStart,
+    program: &Path,
+    err: std::io::Error,
+    start: Instant,
+) -> Result<i32> {
+    let msg = format!("cannot start {}: {err}", program.display());
+    sink.write(&Event::RunStart(run_start))?;
+    sink.write(&exit::end_event(
+        start.elapsed().as_secs_f64(),
+        exit::Outcome::runtime_error(),
+        None,
+        0,
+        Some(msg.clone()),
+    ))?;
+    sink.flush()?;
+    anyhow::bail!("{msg}");
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use serde_json::{Map, Value};
 
-use super::observer::{RunObserver, StepLines};
+use super::observer::{Control, RunObserver, StepLines};
 use crate::profile::event::{Event, Log};
 use crate::profile::summary::Summary;
 
@@ -64,7 +64,7 @@ impl EventSink {
     }
 
     /// Check on the observer; if it broke (the terminal went away), go on with step lines.
-    pub fn tick(&mut self) -> Vec<super::Control> {
+    pub fn tick(&mut self) -> Vec<Control> {
         match self.observer.tick() {
             Ok(controls) => controls,
             Err(e) => {

@@ -254,7 +254,7 @@ impl Supervisor {
             let _ = self.sink.record(&Event::RunStart(self.run_start.clone()));
         }
         if self.sink.summary.run_end.is_none() {
-            let outcome = super::runtime_error();
+            let outcome = Outcome::runtime_error();
             let steps = self.sink.summary.steps;
             let error = Some(format!("{err:#}"));
             let _ = self
