@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from tpuport_agent import state
+from tpuport_agent import numerics, state
 
 _AGENT = None
 
@@ -79,7 +79,7 @@ class Agent:
         if not self.marker_mode:
             self.guarded(self.end_step, "optimizer")
         if self.numerics and self.step >= int(self.numerics["steps"]):
-            self.numerics_done()
+            numerics.finish(self)
 
     def guarded(self, fn, *args):
         """Run an observation hook; a failure in tpuport must never break the script."""
@@ -141,51 +141,6 @@ class Agent:
         if self.compiles_pending:
             self.compiles_pending = False
             self.poll_compiles()
-
-    # ---- `tpuport numerics` ---------------------------------------------------------------------
-
-    def install_numerics(self, torch):
-        """Same seeds in both runs; the loss of each step is the tensor backward() is called on."""
-        import random
-
-        torch.manual_seed(0)
-        random.seed(0)
-        if "numpy" in sys.modules:
-            sys.modules["numpy"].random.seed(0)
-        original = torch.Tensor.backward
-        agent = self
-
-        def backward(self, *args, **kwargs):
-            if self.numel() == 1 and not agent._in_sync:
-                agent._in_sync = True
-                try:
-                    agent.pending["loss"] = float(self.detach().float())
-                finally:
-                    agent._in_sync = False
-            return original(self, *args, **kwargs)
-
-        torch.Tensor.backward = backward
-
-    def numerics_done(self):
-        """After the last step: save the parameters (reference run) or compare with the saved ones."""
-        torch, n = self.torch, self.numerics
-        params = []
-        if self.last_optimizer is not None:
-            params = [p.detach().float().cpu() for g in self.last_optimizer.param_groups for p in g["params"]]
-        if n.get("save"):
-            torch.save(params, n["save"])
-        if n.get("compare"):
-            ref = torch.load(n["compare"])
-            rows = []
-            for i, (a, b) in enumerate(zip(params, ref)):
-                if a.shape != b.shape:
-                    continue
-                d = (a - b).abs()
-                rows.append({"index": i, "shape": list(a.shape), "max_abs": float(d.max()) if d.numel() else 0.0,
-                             "rel": float(d.norm() / b.norm()) if float(b.norm()) > 0 else 0.0})
-            with open(n["compare_out"], "w") as f:
-                json.dump({"params": rows, "count": [len(params), len(ref)]}, f)
-        raise NumericsDone()
 
     # ---- host syncs --------------------------------------------------------------------------
 
@@ -433,7 +388,7 @@ class Agent:
         self.install_compile_hooks(torch)
         self.install_sync_counters(torch)
         if self.numerics:
-            self.install_numerics(torch)
+            numerics.install(self, torch)
         # TorchTPU settings that must precede the first compile (from `tpuport run` flags).
         for call in self.config.get("calls", []):
             try:
@@ -487,7 +442,7 @@ class Agent:
             code = exit_code(e.code)
             if code != 0:
                 self.em.emit("exit_status", status="exit", code=code)
-        except NumericsDone:
+        except numerics.NumericsDone:
             code = 0
         except KeyboardInterrupt:
             traceback.print_exc()
@@ -507,11 +462,6 @@ class Agent:
             except Exception:
                 pass
         return code
-
-
-class NumericsDone(BaseException):
-    """Ends a `tpuport numerics` run after its steps (BaseException: scripts' `except Exception`
-    must not catch it)."""
 
 
 class _PostImport:
