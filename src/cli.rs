@@ -339,6 +339,15 @@ enum OutputFormat {
     Json,
 }
 
+impl From<OutputFormat> for Format {
+    fn from(f: OutputFormat) -> Format {
+        match f {
+            OutputFormat::Text => Format::Text,
+            OutputFormat::Json => Format::Json,
+        }
+    }
+}
+
 #[derive(Args)]
 struct RuleArgs {
     /// A rule id such as DEV001.
@@ -476,10 +485,7 @@ fn migrate(a: MigrateArgs) -> Result<u8> {
     let opts = Options {
         paths: a.paths,
         mode,
-        format: match a.output_format {
-            OutputFormat::Text => Format::Text,
-            OutputFormat::Json => Format::Json,
-        },
+        format: a.output_format.into(),
         settings: Settings {
             unsafe_fixes: a.unsafe_fixes,
         },
