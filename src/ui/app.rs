@@ -1,9 +1,11 @@
-//! The dashboard's view state and its key bindings, apart from the data (a
+//! The dashboard's view state and what keys do to it, apart from the data (a
 //! [`profile::aggregate::Aggregator`](crate::profile::aggregate::Aggregator)) and from drawing
-//! ([`super::widgets`]). Pure: keys in, state and [`Action`]s out, so it is tested without a
-//! terminal.
+//! ([`super::draw`]). Keys go through the one key table ([`super::keys::KEYS`]). Pure: keys in,
+//! state and [`Action`]s out, so it is tested without a terminal.
 
-use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::event::{KeyEvent, KeyEventKind};
+
+use super::keys::{self, Cmd, When};
 
 /// Time windows for the charts and windowed statistics, in seconds (`←` longer, `→` shorter).
 pub const WINDOWS: &[f64] = &[10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0];
@@ -41,7 +43,7 @@ pub enum Action {
     PrevFile,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct App {
     /// The time the view ends at while frozen (`None`: live).
     pub frozen_at: Option<f64>,
@@ -123,80 +125,109 @@ impl App {
         }
     }
 
-    /// Handle a key; `now` is the latest event time (for freeze and reset).
+    /// Whether a row of the key table applies now, outside popups (they have their own rows).
+    pub fn applies(&self, when: When) -> bool {
+        match when {
+            When::Always => true,
+            When::Ended => self.ended,
+            When::Top => self.attached,
+            When::Asking | When::Help => false,
+        }
+    }
+
+    /// Handle a key through the [key table](keys::KEYS); `now` is the latest event time (for freeze
+    /// and reset).
     pub fn key(&mut self, k: KeyEvent, now: f64) -> Option<Action> {
         if k.kind == KeyEventKind::Release {
             return None;
         }
         self.dirty = true;
-        if k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c') {
+        let cmd = keys::lookup(&k, |w| self.applies(w));
+        if cmd == Some(Cmd::Interrupt) {
             // Raw mode turns Ctrl-C into a key: it means what it means without a dashboard.
-            return Some(if self.ended || self.attached {
-                Action::Leave
-            } else {
-                Action::Interrupt
-            });
+            return Some(self.stop_or_leave());
         }
         if self.confirm_quit {
             self.confirm_quit = false;
-            return match k.code {
-                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => {
-                    self.leaving = true;
-                    Some(Action::Interrupt)
-                }
-                _ => None,
-            };
+            if keys::lookup(&k, |w| w == When::Asking) == Some(Cmd::Confirm) {
+                self.leaving = true;
+                return Some(Action::Interrupt);
+            }
+            return None;
         }
-        if self.help {
-            self.help = false;
-            if matches!(k.code, KeyCode::Char('?') | KeyCode::Esc) {
-                return None;
+        let closed_help = std::mem::take(&mut self.help);
+        if closed_help && keys::lookup(&k, |w| w == When::Help).is_some() {
+            return None;
+        }
+        match cmd {
+            Some(cmd) => self.run(cmd, now),
+            None => {
+                self.dirty = closed_help;
+                None
             }
         }
-        match k.code {
-            KeyCode::Char('q') | KeyCode::Esc => {
-                if self.ended || self.attached {
-                    return Some(Action::Leave);
-                }
-                self.confirm_quit = true;
+    }
+
+    /// Carry out what a key of the table does.
+    fn run(&mut self, cmd: Cmd, now: f64) -> Option<Action> {
+        match cmd {
+            Cmd::Quit if self.ended || self.attached => return Some(Action::Leave),
+            Cmd::Quit => self.confirm_quit = true,
+            Cmd::Interrupt => return Some(self.stop_or_leave()),
+            Cmd::Confirm => {
+                self.leaving = true;
+                return Some(Action::Interrupt);
             }
-            KeyCode::Char('?') | KeyCode::Char('h') => self.help = true,
-            KeyCode::Char('f') | KeyCode::Char(' ') => {
-                self.frozen_at = match self.frozen_at {
-                    Some(_) => None,
-                    None => Some(now),
-                }
-            }
-            KeyCode::Char('r') => {
-                self.reset_at = now;
-                self.frozen_at = None;
-                self.scroll_compiles = 0;
-                self.scroll_syncs = 0;
-                self.scroll_output = 0;
-            }
-            KeyCode::Char('+') | KeyCode::Char('=') => self.rate = self.rate.saturating_sub(1),
-            KeyCode::Char('-') => self.rate = (self.rate + 1).min(RATES_MS.len() - 1),
-            KeyCode::Left => self.window = (self.window + 1).min(WINDOWS.len() - 1),
-            KeyCode::Right => self.window = self.window.saturating_sub(1),
-            KeyCode::Tab => self.focus = self.next_pane(1),
-            KeyCode::BackTab => self.focus = self.next_pane(Pane::ALL.len() - 1),
-            KeyCode::Up => *self.scroll_mut() += 1,
-            KeyCode::Down => {
-                let s = self.scroll_mut();
-                *s = s.saturating_sub(1);
-            }
-            KeyCode::PageUp => *self.scroll_mut() += 10,
-            KeyCode::PageDown => {
-                let s = self.scroll_mut();
-                *s = s.saturating_sub(10);
-            }
-            KeyCode::End => *self.scroll_mut() = 0,
-            KeyCode::Char('s') if self.ended => self.show_summary = !self.show_summary,
-            KeyCode::Char('n') => return Some(Action::NextFile),
-            KeyCode::Char('p') => return Some(Action::PrevFile),
-            _ => self.dirty = false,
+            Cmd::Freeze => self.toggle_freeze(now),
+            Cmd::Reset => self.reset(now),
+            Cmd::Faster => self.rate = self.rate.saturating_sub(1),
+            Cmd::Slower => self.rate = (self.rate + 1).min(RATES_MS.len() - 1),
+            Cmd::Longer => self.window = (self.window + 1).min(WINDOWS.len() - 1),
+            Cmd::Shorter => self.window = self.window.saturating_sub(1),
+            Cmd::NextPane => self.focus = self.next_pane(1),
+            Cmd::PrevPane => self.focus = self.next_pane(Pane::ALL.len() - 1),
+            Cmd::ScrollUp => *self.scroll_mut() += 1,
+            Cmd::ScrollDown => self.scroll_down(1),
+            Cmd::PageUp => *self.scroll_mut() += 10,
+            Cmd::PageDown => self.scroll_down(10),
+            Cmd::Newest => *self.scroll_mut() = 0,
+            Cmd::ShowHelp => self.help = true,
+            Cmd::CloseHelp => self.help = false,
+            Cmd::Summary => self.show_summary = !self.show_summary,
+            Cmd::NextFile => return Some(Action::NextFile),
+            Cmd::PrevFile => return Some(Action::PrevFile),
         }
         None
+    }
+
+    /// Ctrl-C: stop the script, or leave when there is none running.
+    fn stop_or_leave(&self) -> Action {
+        if self.ended || self.attached {
+            Action::Leave
+        } else {
+            Action::Interrupt
+        }
+    }
+
+    fn toggle_freeze(&mut self, now: f64) {
+        self.frozen_at = match self.frozen_at {
+            Some(_) => None,
+            None => Some(now),
+        }
+    }
+
+    /// Show only what comes from `now` on.
+    fn reset(&mut self, now: f64) {
+        self.reset_at = now;
+        self.frozen_at = None;
+        self.scroll_compiles = 0;
+        self.scroll_syncs = 0;
+        self.scroll_output = 0;
+    }
+
+    fn scroll_down(&mut self, by: usize) {
+        let s = self.scroll_mut();
+        *s = s.saturating_sub(by);
     }
 
     fn next_pane(&self, by: usize) -> Pane {
@@ -218,6 +249,10 @@ impl App {
 
 #[cfg(test)]
 mod tests {
+    use crossterm::event::{KeyCode, KeyModifiers};
+
+    use super::keys::KEYS;
+
     use super::*;
 
     fn key(c: KeyCode) -> KeyEvent {
@@ -275,5 +310,130 @@ mod tests {
         a.key(key(KeyCode::BackTab), 0.0);
         a.key(key(KeyCode::BackTab), 0.0);
         assert_eq!(a.focus, Pane::Output);
+    }
+
+    /// Every key the handler could be given: printable characters and the special keys, with
+    /// and without Ctrl.
+    fn all_keys() -> Vec<KeyEvent> {
+        let special = [
+            KeyCode::Esc,
+            KeyCode::Enter,
+            KeyCode::Tab,
+            KeyCode::BackTab,
+            KeyCode::Backspace,
+            KeyCode::Left,
+            KeyCode::Right,
+            KeyCode::Up,
+            KeyCode::Down,
+            KeyCode::Home,
+            KeyCode::End,
+            KeyCode::PageUp,
+            KeyCode::PageDown,
+            KeyCode::Delete,
+            KeyCode::F(1),
+        ];
+        let codes = (' '..='~').map(KeyCode::Char).chain(special);
+        codes
+            .flat_map(|c| [KeyModifiers::NONE, KeyModifiers::CONTROL].map(|m| KeyEvent::new(c, m)))
+            .collect()
+    }
+
+    /// A view where the rows for `when` apply.
+    fn state(when: When) -> App {
+        let mut a = App::new(when == When::Top);
+        match when {
+            When::Always | When::Top => {}
+            When::Ended => a.script_ended(),
+            When::Asking => a.confirm_quit = true,
+            When::Help => a.help = true,
+        }
+        a
+    }
+
+    /// Whether `k` does something in `base` beyond closing a popup.
+    fn acts(base: &App, k: KeyEvent) -> bool {
+        let mut a = base.clone();
+        let action = a.key(k, 5.0);
+        a.dirty = base.dirty;
+        if base.confirm_quit {
+            return action == Some(Action::Interrupt);
+        }
+        if base.help {
+            let mut closed = base.clone();
+            closed.help = false;
+            return action.is_some() || a != closed;
+        }
+        action.is_some() || a != *base
+    }
+
+    const CONTEXTS: [When; 5] = [
+        When::Always,
+        When::Ended,
+        When::Top,
+        When::Asking,
+        When::Help,
+    ];
+
+    #[test]
+    fn the_handler_knows_exactly_the_keys_of_the_table() {
+        for when in CONTEXTS {
+            let base = state(when);
+            for k in all_keys() {
+                let own = keys::lookup(&k, |w| w == when);
+                let listed = keys::lookup(&k, |w| base.applies(w));
+                let expected = match when {
+                    When::Asking => own == Some(Cmd::Confirm) || listed == Some(Cmd::Interrupt),
+                    // The help's own keys only close it; any other key closes it and acts.
+                    When::Help => own.is_none() && listed.is_some(),
+                    _ => listed.is_some(),
+                };
+                assert_eq!(acts(&base, k), expected, "{k:?} in {base:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_help_lists_every_key_the_handler_knows() {
+        let help: Vec<(String, When)> = KEYS.iter().map(|b| (b.label(), b.when)).collect();
+        let listed = |name: &str, when: When| {
+            help.iter()
+                .any(|(l, w)| *w == when && l.split([',', '/']).any(|n| n.trim() == name))
+        };
+        for when in CONTEXTS {
+            for k in all_keys() {
+                if keys::lookup(&k, |w| w == when).is_none() {
+                    continue;
+                }
+                let plain = keys::Key {
+                    code: k.code,
+                    ctrl: false,
+                }
+                .name();
+                let ctrl = keys::Key {
+                    code: k.code,
+                    ctrl: true,
+                }
+                .name();
+                assert!(
+                    listed(&plain, when) || listed(&ctrl, when),
+                    "{k:?} {when:?}"
+                );
+            }
+        }
+        // And every key the help shows is one the handler acts on, where the help says.
+        for b in KEYS {
+            for (key, _) in b.keys {
+                let mods = if key.ctrl {
+                    KeyModifiers::CONTROL
+                } else {
+                    KeyModifiers::NONE
+                };
+                let k = KeyEvent::new(key.code, mods);
+                let base = state(b.when);
+                let acts = acts(&base, k);
+                assert_eq!(acts, b.when != When::Help, "{} {:?}", key.name(), b.when);
+                assert!(listed(&key.name(), b.when));
+            }
+        }
     }
 }
