@@ -135,8 +135,8 @@ impl App {
         }
     }
 
-    /// Handle a key through the [key table](keys::KEYS); `now` is the latest event time (for freeze
-    /// and reset).
+    /// Handle a key through the [key table](keys::KEYS); `now` is the latest event time (for
+    /// freeze and reset).
     pub fn key(&mut self, k: KeyEvent, now: f64) -> Option<Action> {
         if k.kind == KeyEventKind::Release {
             return None;
@@ -144,17 +144,19 @@ impl App {
         self.dirty = true;
         let cmd = keys::lookup(&k, |w| self.applies(w));
         if cmd == Some(Cmd::Interrupt) {
-            // Raw mode turns Ctrl-C into a key: it means what it means without a dashboard.
-            return Some(self.stop_or_leave());
+            // Raw mode turns Ctrl-C into a key: it means what it means without a dashboard,
+            // popups or not.
+            return self.run(Cmd::Interrupt, now);
         }
         if self.confirm_quit {
             self.confirm_quit = false;
-            if keys::lookup(&k, |w| w == When::Asking) == Some(Cmd::Confirm) {
-                self.leaving = true;
-                return Some(Action::Interrupt);
-            }
-            return None;
+            // Any key but the question's own answers no.
+            return match keys::lookup(&k, |w| w == When::Asking) {
+                Some(yes) => self.run(yes, now),
+                None => None,
+            };
         }
+        // Any key closes the help; its own keys do nothing else.
         let closed_help = std::mem::take(&mut self.help);
         if closed_help && keys::lookup(&k, |w| w == When::Help).is_some() {
             return None;
@@ -173,7 +175,9 @@ impl App {
         match cmd {
             Cmd::Quit if self.ended || self.attached => return Some(Action::Leave),
             Cmd::Quit => self.confirm_quit = true,
-            Cmd::Interrupt => return Some(self.stop_or_leave()),
+            // Ctrl-C: stop the script, or leave when there is none running.
+            Cmd::Interrupt if self.ended || self.attached => return Some(Action::Leave),
+            Cmd::Interrupt => return Some(Action::Interrupt),
             Cmd::Confirm => {
                 self.leaving = true;
                 return Some(Action::Interrupt);
@@ -198,15 +202,6 @@ impl App {
             Cmd::PrevFile => return Some(Action::PrevFile),
         }
         None
-    }
-
-    /// Ctrl-C: stop the script, or leave when there is none running.
-    fn stop_or_leave(&self) -> Action {
-        if self.ended || self.attached {
-            Action::Leave
-        } else {
-            Action::Interrupt
-        }
     }
 
     fn toggle_freeze(&mut self, now: f64) {
@@ -248,192 +243,4 @@ impl App {
 }
 
 #[cfg(test)]
-mod tests {
-    use crossterm::event::{KeyCode, KeyModifiers};
-
-    use super::keys::KEYS;
-
-    use super::*;
-
-    fn key(c: KeyCode) -> KeyEvent {
-        KeyEvent::new(c, KeyModifiers::NONE)
-    }
-
-    #[test]
-    fn quit_asks_while_running() {
-        let mut a = App::new(false);
-        assert_eq!(a.key(key(KeyCode::Char('q')), 1.0), None);
-        assert!(a.confirm_quit);
-        assert_eq!(a.key(key(KeyCode::Char('n')), 1.0), None);
-        assert!(!a.confirm_quit && !a.leaving);
-        a.key(key(KeyCode::Char('q')), 1.0);
-        assert_eq!(a.key(key(KeyCode::Char('y')), 1.0), Some(Action::Interrupt));
-        assert!(a.leaving);
-        a.script_ended();
-        assert_eq!(a.key(key(KeyCode::Char('q')), 1.0), Some(Action::Leave));
-    }
-
-    #[test]
-    fn freeze_window_rate() {
-        let mut a = App::new(true);
-        a.key(key(KeyCode::Char('f')), 5.0);
-        assert_eq!(a.view(9.0), (0.0, 5.0));
-        a.key(key(KeyCode::Char(' ')), 9.0);
-        assert_eq!(a.frozen_at, None);
-        a.key(key(KeyCode::Right), 0.0);
-        a.key(key(KeyCode::Right), 0.0);
-        a.key(key(KeyCode::Right), 0.0);
-        assert_eq!(a.window_secs(), 10.0);
-        assert_eq!(a.view(100.0), (90.0, 100.0));
-        a.key(key(KeyCode::Char('r')), 95.0);
-        assert_eq!(a.view(100.0), (95.0, 100.0));
-        for _ in 0..10 {
-            a.key(key(KeyCode::Char('+')), 0.0);
-        }
-        assert_eq!(a.rate_ms(), 100);
-        a.key(key(KeyCode::Char('-')), 0.0);
-        assert_eq!(a.rate_ms(), 200);
-        assert_eq!(a.key(key(KeyCode::Char('q')), 0.0), Some(Action::Leave));
-    }
-
-    #[test]
-    fn focus_and_scroll() {
-        let mut a = App::new(true);
-        a.key(key(KeyCode::Tab), 0.0);
-        a.key(key(KeyCode::Tab), 0.0);
-        assert_eq!(a.focus, Pane::Compiles);
-        a.key(key(KeyCode::Up), 0.0);
-        a.key(key(KeyCode::Up), 0.0);
-        a.key(key(KeyCode::Down), 0.0);
-        assert_eq!(a.scroll_compiles, 1);
-        a.key(key(KeyCode::BackTab), 0.0);
-        a.key(key(KeyCode::BackTab), 0.0);
-        a.key(key(KeyCode::BackTab), 0.0);
-        assert_eq!(a.focus, Pane::Output);
-    }
-
-    /// Every key the handler could be given: printable characters and the special keys, with
-    /// and without Ctrl.
-    fn all_keys() -> Vec<KeyEvent> {
-        let special = [
-            KeyCode::Esc,
-            KeyCode::Enter,
-            KeyCode::Tab,
-            KeyCode::BackTab,
-            KeyCode::Backspace,
-            KeyCode::Left,
-            KeyCode::Right,
-            KeyCode::Up,
-            KeyCode::Down,
-            KeyCode::Home,
-            KeyCode::End,
-            KeyCode::PageUp,
-            KeyCode::PageDown,
-            KeyCode::Delete,
-            KeyCode::F(1),
-        ];
-        let codes = (' '..='~').map(KeyCode::Char).chain(special);
-        codes
-            .flat_map(|c| [KeyModifiers::NONE, KeyModifiers::CONTROL].map(|m| KeyEvent::new(c, m)))
-            .collect()
-    }
-
-    /// A view where the rows for `when` apply.
-    fn state(when: When) -> App {
-        let mut a = App::new(when == When::Top);
-        match when {
-            When::Always | When::Top => {}
-            When::Ended => a.script_ended(),
-            When::Asking => a.confirm_quit = true,
-            When::Help => a.help = true,
-        }
-        a
-    }
-
-    /// Whether `k` does something in `base` beyond closing a popup.
-    fn acts(base: &App, k: KeyEvent) -> bool {
-        let mut a = base.clone();
-        let action = a.key(k, 5.0);
-        a.dirty = base.dirty;
-        if base.confirm_quit {
-            return action == Some(Action::Interrupt);
-        }
-        if base.help {
-            let mut closed = base.clone();
-            closed.help = false;
-            return action.is_some() || a != closed;
-        }
-        action.is_some() || a != *base
-    }
-
-    const CONTEXTS: [When; 5] = [
-        When::Always,
-        When::Ended,
-        When::Top,
-        When::Asking,
-        When::Help,
-    ];
-
-    #[test]
-    fn the_handler_knows_exactly_the_keys_of_the_table() {
-        for when in CONTEXTS {
-            let base = state(when);
-            for k in all_keys() {
-                let own = keys::lookup(&k, |w| w == when);
-                let listed = keys::lookup(&k, |w| base.applies(w));
-                let expected = match when {
-                    When::Asking => own == Some(Cmd::Confirm) || listed == Some(Cmd::Interrupt),
-                    // The help's own keys only close it; any other key closes it and acts.
-                    When::Help => own.is_none() && listed.is_some(),
-                    _ => listed.is_some(),
-                };
-                assert_eq!(acts(&base, k), expected, "{k:?} in {base:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn the_help_lists_every_key_the_handler_knows() {
-        let help: Vec<(String, When)> = KEYS.iter().map(|b| (b.label(), b.when)).collect();
-        let listed = |name: &str, when: When| {
-            help.iter()
-                .any(|(l, w)| *w == when && l.split([',', '/']).any(|n| n.trim() == name))
-        };
-        for when in CONTEXTS {
-            for k in all_keys() {
-                if keys::lookup(&k, |w| w == when).is_none() {
-                    continue;
-                }
-                let plain = keys::Key {
-                    code: k.code,
-                    ctrl: false,
-                }
-                .name();
-                let ctrl = keys::Key {
-                    code: k.code,
-                    ctrl: true,
-                }
-                .name();
-                assert!(
-                    listed(&plain, when) || listed(&ctrl, when),
-                    "{k:?} {when:?}"
-                );
-            }
-        }
-        // And every key the help shows is one the handler acts on, where the help says.
-        for b in KEYS {
-            for (key, _) in b.keys {
-                let mods = if key.ctrl {
-                    KeyModifiers::CONTROL
-                } else {
-                    KeyModifiers::NONE
-                };
-                let k = KeyEvent::new(key.code, mods);
-                let base = state(b.when);
-                let acts = acts(&base, k);
-                assert_eq!(acts, b.when != When::Help, "{} {:?}", key.name(), b.when);
-                assert!(listed(&key.name(), b.when));
-            }
-        }
-    }
-}
+mod tests;
