@@ -222,6 +222,14 @@ pub fn lookup(k: &KeyEvent, on: impl Fn(When) -> bool) -> Option<Cmd> {
         .map(|&(_, cmd)| cmd)
 }
 
+/// The first key that does `cmd` (`q` for [`Cmd::Quit`]), for hints outside the footer.
+pub fn key_for(cmd: Cmd) -> String {
+    KEYS.iter()
+        .flat_map(|b| b.keys)
+        .find(|(_, c)| *c == cmd)
+        .map_or_else(String::new, |(key, _)| key.name())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,6 +241,7 @@ mod tests {
         assert_eq!(label(1), ("Ctrl-C".into(), "Ctrl-C".into()));
         assert_eq!(label(4), ("+, = / -".into(), "+/-".into()));
         assert_eq!(label(5), ("← / →".into(), "←/→".into()));
+        assert_eq!((key_for(Quit), key_for(Summary)), ("q".into(), "s".into()));
     }
 
     #[test]

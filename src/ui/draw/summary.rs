@@ -9,6 +9,7 @@ use ratatui::widgets::{Block, Paragraph, Wrap};
 
 use crate::profile::aggregate::Aggregator;
 use crate::ui::format::duration;
+use crate::ui::keys::{Cmd, key_for};
 
 pub fn draw(f: &mut Frame, area: Rect, agg: &Aggregator) {
     let mut lines: Vec<Line> = vec![];
@@ -46,7 +47,11 @@ pub fn draw(f: &mut Frame, area: Rect, agg: &Aggregator) {
     );
     lines.push(Line::default());
     lines.push(Line::from(Span::styled(
-        "q: leave   s: back to the dashboard",
+        format!(
+            "{}: leave   {}: back to the dashboard",
+            key_for(Cmd::Quit),
+            key_for(Cmd::Summary)
+        ),
         Style::new().fg(Color::DarkGray),
     )));
     let p = Paragraph::new(lines)
