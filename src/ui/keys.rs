@@ -222,6 +222,12 @@ pub fn lookup(k: &KeyEvent, on: impl Fn(When) -> bool) -> Option<Cmd> {
         .map(|&(_, cmd)| cmd)
 }
 
+/// The help screen's rows, one per row of the table: the keys (`q, Esc`), what they do, and
+/// when (empty: always).
+pub fn help_rows() -> impl Iterator<Item = (String, &'static str, &'static str)> {
+    KEYS.iter().map(|b| (b.label(), b.what, b.when.label()))
+}
+
 /// The first key that does `cmd` (`q` for [`Cmd::Quit`]), for hints outside the footer.
 pub fn key_for(cmd: Cmd) -> String {
     KEYS.iter()

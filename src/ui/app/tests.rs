@@ -146,14 +146,11 @@ fn the_handler_knows_exactly_the_keys_of_the_table() {
 
 #[test]
 fn the_help_lists_every_key_the_handler_knows() {
-    // The help screen as drawn: its keys column, and when (the dimmed "(after the run)").
-    let help: Vec<(String, When)> = crate::ui::draw::help::lines()
-        .iter()
-        .map(|l| {
-            let when = l.spans.get(2).map_or("", |s| s.content.trim());
-            let when = when.trim_start_matches('(').trim_end_matches(')');
+    // The help screen's rows (drawn as they are by ui::draw::help): keys, and when.
+    let help: Vec<(String, When)> = keys::help_rows()
+        .map(|(label, _, when)| {
             let when = CONTEXTS.into_iter().find(|w| w.label() == when).unwrap();
-            (l.spans[0].content.trim().to_string(), when)
+            (label, when)
         })
         .collect();
     assert_eq!(help.len(), KEYS.len());

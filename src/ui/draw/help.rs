@@ -1,4 +1,5 @@
-//! The help popup: every row of the key table ([`KEYS`]), its keys, what they do and when.
+//! The help popup: every row of the key table ([`help_rows`]), its keys, what they do and
+//! when.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -7,24 +8,23 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph};
 
 use super::popup;
-use crate::ui::keys::KEYS;
+use crate::ui::keys::help_rows;
 
 /// The width of the keys column.
 const KEYS_WIDTH: usize = 12;
 
 /// One line per row: `      q, Esc  quit (asks before stopping a running script)`, and when
 /// it applies, dimmed, unless always.
-pub fn lines() -> Vec<Line<'static>> {
-    KEYS.iter()
-        .map(|b| {
+fn lines() -> Vec<Line<'static>> {
+    help_rows()
+        .map(|(keys, what, when)| {
             let mut spans = vec![
                 Span::styled(
-                    format!("{:>KEYS_WIDTH$}  ", b.label()),
+                    format!("{keys:>KEYS_WIDTH$}  "),
                     Style::new().bold().fg(Color::Cyan),
                 ),
-                Span::raw(b.what),
+                Span::raw(what),
             ];
-            let when = b.when.label();
             if !when.is_empty() {
                 spans.push(Span::styled(
                     format!("  ({when})"),

@@ -7,7 +7,7 @@ mod compiles;
 mod confirm;
 mod footer;
 mod header;
-pub(crate) mod help;
+mod help;
 mod memory;
 mod output;
 mod steps;
