@@ -12,7 +12,7 @@ use ratatui::backend::TestBackend;
 use tpuport::profile::aggregate::Aggregator;
 use tpuport::profile::event::{Event, Memory, Step};
 use tpuport::ui::app::App;
-use tpuport::ui::widgets::{Context, draw};
+use tpuport::ui::draw::{Context, draw};
 
 struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);

@@ -5,5 +5,6 @@ pub mod aggregate;
 pub mod charts;
 pub mod event;
 pub mod follow;
+pub mod forecast;
 pub mod report;
 pub mod summary;

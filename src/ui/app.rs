@@ -1,9 +1,11 @@
-//! The dashboard's view state and its key bindings, apart from the data (a
+//! The dashboard's view state and what keys do to it, apart from the data (a
 //! [`profile::aggregate::Aggregator`](crate::profile::aggregate::Aggregator)) and from drawing
-//! ([`super::widgets`]). Pure: keys in, state and [`Action`]s out, so it is tested without a
-//! terminal.
+//! ([`super::draw`]). Keys go through the one key table ([`super::keys::KEYS`]). Pure: keys in,
+//! state and [`Action`]s out, so it is tested without a terminal.
 
-use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::event::{KeyEvent, KeyEventKind};
+
+use super::keys::{self, Cmd, When};
 
 /// Time windows for the charts and windowed statistics, in seconds (`←` longer, `→` shorter).
 pub const WINDOWS: &[f64] = &[10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0];
@@ -41,7 +43,7 @@ pub enum Action {
     PrevFile,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct App {
     /// The time the view ends at while frozen (`None`: live).
     pub frozen_at: Option<f64>,
@@ -123,80 +125,104 @@ impl App {
         }
     }
 
-    /// Handle a key; `now` is the latest event time (for freeze and reset).
+    /// Whether a row of the key table applies now, outside popups (they have their own rows).
+    pub fn applies(&self, when: When) -> bool {
+        match when {
+            When::Always => true,
+            When::Ended => self.ended,
+            When::Top => self.attached,
+            When::Asking | When::Help => false,
+        }
+    }
+
+    /// Handle a key through the [key table](keys::KEYS); `now` is the latest event time (for
+    /// freeze and reset).
     pub fn key(&mut self, k: KeyEvent, now: f64) -> Option<Action> {
         if k.kind == KeyEventKind::Release {
             return None;
         }
         self.dirty = true;
-        if k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c') {
-            // Raw mode turns Ctrl-C into a key: it means what it means without a dashboard.
-            return Some(if self.ended || self.attached {
-                Action::Leave
-            } else {
-                Action::Interrupt
-            });
+        let cmd = keys::lookup(&k, |w| self.applies(w));
+        if cmd == Some(Cmd::Interrupt) {
+            // Raw mode turns Ctrl-C into a key: it means what it means without a dashboard,
+            // popups or not.
+            return self.run(Cmd::Interrupt, now);
         }
         if self.confirm_quit {
             self.confirm_quit = false;
-            return match k.code {
-                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => {
-                    self.leaving = true;
-                    Some(Action::Interrupt)
-                }
-                _ => None,
+            // Any key but the question's own answers no.
+            return match keys::lookup(&k, |w| w == When::Asking) {
+                Some(yes) => self.run(yes, now),
+                None => None,
             };
         }
-        if self.help {
-            self.help = false;
-            if matches!(k.code, KeyCode::Char('?') | KeyCode::Esc) {
-                return None;
+        // Any key closes the help; its own keys do nothing else.
+        let closed_help = std::mem::take(&mut self.help);
+        if closed_help && keys::lookup(&k, |w| w == When::Help).is_some() {
+            return None;
+        }
+        match cmd {
+            Some(cmd) => self.run(cmd, now),
+            None => {
+                self.dirty = closed_help;
+                None
             }
         }
-        match k.code {
-            KeyCode::Char('q') | KeyCode::Esc => {
-                if self.ended || self.attached {
-                    return Some(Action::Leave);
-                }
-                self.confirm_quit = true;
+    }
+
+    /// Carry out what a key of the table does.
+    fn run(&mut self, cmd: Cmd, now: f64) -> Option<Action> {
+        match cmd {
+            Cmd::Quit if self.ended || self.attached => return Some(Action::Leave),
+            Cmd::Quit => self.confirm_quit = true,
+            // Ctrl-C: stop the script, or leave when there is none running.
+            Cmd::Interrupt if self.ended || self.attached => return Some(Action::Leave),
+            Cmd::Interrupt => return Some(Action::Interrupt),
+            Cmd::Confirm => {
+                self.leaving = true;
+                return Some(Action::Interrupt);
             }
-            KeyCode::Char('?') | KeyCode::Char('h') => self.help = true,
-            KeyCode::Char('f') | KeyCode::Char(' ') => {
-                self.frozen_at = match self.frozen_at {
-                    Some(_) => None,
-                    None => Some(now),
-                }
-            }
-            KeyCode::Char('r') => {
-                self.reset_at = now;
-                self.frozen_at = None;
-                self.scroll_compiles = 0;
-                self.scroll_syncs = 0;
-                self.scroll_output = 0;
-            }
-            KeyCode::Char('+') | KeyCode::Char('=') => self.rate = self.rate.saturating_sub(1),
-            KeyCode::Char('-') => self.rate = (self.rate + 1).min(RATES_MS.len() - 1),
-            KeyCode::Left => self.window = (self.window + 1).min(WINDOWS.len() - 1),
-            KeyCode::Right => self.window = self.window.saturating_sub(1),
-            KeyCode::Tab => self.focus = self.next_pane(1),
-            KeyCode::BackTab => self.focus = self.next_pane(Pane::ALL.len() - 1),
-            KeyCode::Up => *self.scroll_mut() += 1,
-            KeyCode::Down => {
-                let s = self.scroll_mut();
-                *s = s.saturating_sub(1);
-            }
-            KeyCode::PageUp => *self.scroll_mut() += 10,
-            KeyCode::PageDown => {
-                let s = self.scroll_mut();
-                *s = s.saturating_sub(10);
-            }
-            KeyCode::End => *self.scroll_mut() = 0,
-            KeyCode::Char('s') if self.ended => self.show_summary = !self.show_summary,
-            KeyCode::Char('n') => return Some(Action::NextFile),
-            KeyCode::Char('p') => return Some(Action::PrevFile),
-            _ => self.dirty = false,
+            Cmd::Freeze => self.toggle_freeze(now),
+            Cmd::Reset => self.reset(now),
+            Cmd::Faster => self.rate = self.rate.saturating_sub(1),
+            Cmd::Slower => self.rate = (self.rate + 1).min(RATES_MS.len() - 1),
+            Cmd::Longer => self.window = (self.window + 1).min(WINDOWS.len() - 1),
+            Cmd::Shorter => self.window = self.window.saturating_sub(1),
+            Cmd::NextPane => self.focus = self.next_pane(1),
+            Cmd::PrevPane => self.focus = self.next_pane(Pane::ALL.len() - 1),
+            Cmd::ScrollUp => *self.scroll_mut() += 1,
+            Cmd::ScrollDown => self.scroll_down(1),
+            Cmd::PageUp => *self.scroll_mut() += 10,
+            Cmd::PageDown => self.scroll_down(10),
+            Cmd::Newest => *self.scroll_mut() = 0,
+            Cmd::ShowHelp => self.help = true,
+            Cmd::CloseHelp => self.help = false,
+            Cmd::Summary => self.show_summary = !self.show_summary,
+            Cmd::NextFile => return Some(Action::NextFile),
+            Cmd::PrevFile => return Some(Action::PrevFile),
         }
         None
+    }
+
+    fn toggle_freeze(&mut self, now: f64) {
+        self.frozen_at = match self.frozen_at {
+            Some(_) => None,
+            None => Some(now),
+        }
+    }
+
+    /// Show only what comes from `now` on.
+    fn reset(&mut self, now: f64) {
+        self.reset_at = now;
+        self.frozen_at = None;
+        self.scroll_compiles = 0;
+        self.scroll_syncs = 0;
+        self.scroll_output = 0;
+    }
+
+    fn scroll_down(&mut self, by: usize) {
+        let s = self.scroll_mut();
+        *s = s.saturating_sub(by);
     }
 
     fn next_pane(&self, by: usize) -> Pane {
@@ -217,63 +243,4 @@ impl App {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn key(c: KeyCode) -> KeyEvent {
-        KeyEvent::new(c, KeyModifiers::NONE)
-    }
-
-    #[test]
-    fn quit_asks_while_running() {
-        let mut a = App::new(false);
-        assert_eq!(a.key(key(KeyCode::Char('q')), 1.0), None);
-        assert!(a.confirm_quit);
-        assert_eq!(a.key(key(KeyCode::Char('n')), 1.0), None);
-        assert!(!a.confirm_quit && !a.leaving);
-        a.key(key(KeyCode::Char('q')), 1.0);
-        assert_eq!(a.key(key(KeyCode::Char('y')), 1.0), Some(Action::Interrupt));
-        assert!(a.leaving);
-        a.script_ended();
-        assert_eq!(a.key(key(KeyCode::Char('q')), 1.0), Some(Action::Leave));
-    }
-
-    #[test]
-    fn freeze_window_rate() {
-        let mut a = App::new(true);
-        a.key(key(KeyCode::Char('f')), 5.0);
-        assert_eq!(a.view(9.0), (0.0, 5.0));
-        a.key(key(KeyCode::Char(' ')), 9.0);
-        assert_eq!(a.frozen_at, None);
-        a.key(key(KeyCode::Right), 0.0);
-        a.key(key(KeyCode::Right), 0.0);
-        a.key(key(KeyCode::Right), 0.0);
-        assert_eq!(a.window_secs(), 10.0);
-        assert_eq!(a.view(100.0), (90.0, 100.0));
-        a.key(key(KeyCode::Char('r')), 95.0);
-        assert_eq!(a.view(100.0), (95.0, 100.0));
-        for _ in 0..10 {
-            a.key(key(KeyCode::Char('+')), 0.0);
-        }
-        assert_eq!(a.rate_ms(), 100);
-        a.key(key(KeyCode::Char('-')), 0.0);
-        assert_eq!(a.rate_ms(), 200);
-        assert_eq!(a.key(key(KeyCode::Char('q')), 0.0), Some(Action::Leave));
-    }
-
-    #[test]
-    fn focus_and_scroll() {
-        let mut a = App::new(true);
-        a.key(key(KeyCode::Tab), 0.0);
-        a.key(key(KeyCode::Tab), 0.0);
-        assert_eq!(a.focus, Pane::Compiles);
-        a.key(key(KeyCode::Up), 0.0);
-        a.key(key(KeyCode::Up), 0.0);
-        a.key(key(KeyCode::Down), 0.0);
-        assert_eq!(a.scroll_compiles, 1);
-        a.key(key(KeyCode::BackTab), 0.0);
-        a.key(key(KeyCode::BackTab), 0.0);
-        a.key(key(KeyCode::BackTab), 0.0);
-        assert_eq!(a.focus, Pane::Output);
-    }
-}
+mod tests;

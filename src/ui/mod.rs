@@ -1,10 +1,22 @@
-//! The terminal dashboard (ratatui + crossterm), like bottom: view state and keys ([`app`]),
-//! drawing ([`widgets`]), the terminal take-over and its restoration ([`terminal`]), the driver
-//! used by `tpuport run` ([`live`]) and `tpuport top` over events files ([`top`]). The data it
-//! shows comes from [`crate::profile::aggregate`].
+//! The terminal dashboard (ratatui + crossterm), laid out like bottom: state, data and drawing
+//! apart.
+//!
+//! - State: [`app`] is the view state and what keys do to it, through the one key table in
+//!   [`keys`] (which also writes the footer and the help screen).
+//! - Data: the aggregated run ([`crate::profile::aggregate`]) and the HBM outlook
+//!   ([`crate::profile::forecast`]); nothing in `profile` knows about the dashboard.
+//! - Drawing: [`draw`], one module per pane, reading the state and the data and changing
+//!   neither; [`format`] writes its numbers.
+//! - Driving: [`terminal`] takes the terminal over and restores it, [`live`] runs the dashboard
+//!   for `tpuport run` and [`top`] for `tpuport top` over events files.
 
 pub mod app;
+pub mod draw;
+pub mod format;
+pub mod keys;
 pub mod live;
 pub mod terminal;
 pub mod top;
-pub mod widgets;
+
+/// The drawing's former name, kept for callers not yet moved to [`draw`].
+pub use draw as widgets;

@@ -9,7 +9,7 @@ use tpuport::profile::aggregate::Aggregator;
 use tpuport::profile::event::Event;
 use tpuport::profile::follow::load;
 use tpuport::ui::app::App;
-use tpuport::ui::widgets::{Context, draw};
+use tpuport::ui::draw::{Context, draw};
 
 fn events(name: &str) -> Vec<Event> {
     let text = std::fs::read_to_string(format!("tests/data/{name}.jsonl")).unwrap();
