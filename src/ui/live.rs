@@ -9,8 +9,8 @@ use anyhow::Result;
 use crossterm::event::{self, Event as TermEvent};
 
 use super::app::{Action, App};
+use super::draw::{self, Context};
 use super::terminal::TerminalGuard;
-use super::widgets::{self, Context};
 use crate::profile::aggregate::Aggregator;
 use crate::profile::event::Event;
 use crate::runtime::launcher::{Control, RunObserver};
@@ -108,7 +108,7 @@ impl Dashboard {
         let (app, agg) = (&self.app, &self.agg);
         self.guard
             .terminal
-            .draw(|f| widgets::draw(f, app, agg, &ctx))?;
+            .draw(|f| draw::draw(f, app, agg, &ctx))?;
         self.app.dirty = false;
         self.drawn_generation = self.agg.generation;
         self.last_draw = Some(Instant::now());

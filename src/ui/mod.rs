@@ -8,7 +8,7 @@
 //! - Drawing: [`draw`], one module per pane, reading the state and the data and changing
 //!   neither; [`format`] writes its numbers.
 //! - Driving: [`terminal`] takes the terminal over and restores it, [`live`] runs the dashboard
-//!   for `tpuport run` and [`top`] for `tpuport top` over events files.
+//!   for `tpuport run` (as the runtime's observer) and [`top`] for `tpuport top` over events files.
 
 pub mod app;
 pub mod draw;
@@ -17,6 +17,3 @@ pub mod keys;
 pub mod live;
 pub mod terminal;
 pub mod top;
-
-/// The drawing's former name, kept for callers not yet moved to [`draw`].
-pub use draw as widgets;

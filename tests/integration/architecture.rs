@@ -53,10 +53,7 @@ fn rel(p: &Path) -> String {
 /// `src/port/check/walk.rs` → `["port", "check", "walk"]`; `mod.rs` names its folder.
 fn module_of(file: &Path) -> Vec<String> {
     let r = file.strip_prefix(root().join("src")).unwrap();
-    let mut parts: Vec<String> = r
-        .iter()
-        .map(|c| c.to_string_lossy().into_owned())
-        .collect();
+    let mut parts: Vec<String> = r.iter().map(|c| c.to_string_lossy().into_owned()).collect();
     let last = parts.pop().unwrap();
     let stem = last.trim_end_matches(".rs");
     if !matches!(stem, "mod" | "lib" | "main") {
@@ -102,7 +99,7 @@ fn expand(tree: &str) -> Vec<String> {
             parts
                 .into_iter()
                 .filter(|p| !p.trim().is_empty())
-                .flat_map(|p| expand(p))
+                .flat_map(expand)
                 .map(|p| {
                     if p == "self" {
                         prefix.trim_end_matches("::").to_string()
@@ -235,10 +232,18 @@ fn no_rust_module_import_circle() {
     let mut circles = vec![];
     for (parent, graph) in &by_parent {
         if let Some(c) = find_cycle(graph) {
-            circles.push(format!("under crate::{}: {}", parent.join("::"), c.join(" → ")));
+            circles.push(format!(
+                "under crate::{}: {}",
+                parent.join("::"),
+                c.join(" → ")
+            ));
         }
     }
-    assert!(circles.is_empty(), "import circles:\n{}", circles.join("\n"));
+    assert!(
+        circles.is_empty(),
+        "import circles:\n{}",
+        circles.join("\n")
+    );
 }
 
 #[test]
@@ -300,7 +305,9 @@ fn every_module_says_what_it_is_for() {
     for f in python_sources() {
         let text = std::fs::read_to_string(&f).unwrap();
         let t = text.trim_start();
-        let t = t.strip_prefix("#!").map_or(t, |r| r.split_once('\n').map_or("", |x| x.1));
+        let t = t
+            .strip_prefix("#!")
+            .map_or(t, |r| r.split_once('\n').map_or("", |x| x.1));
         let t = t.trim_start();
         if !(t.starts_with("\"\"\"") || t.starts_with("'''") || t.starts_with('#')) {
             missing.push(rel(&f));
@@ -320,10 +327,7 @@ fn no_python_import_circle_in_the_agent() {
         Regex::new(r"(?m)^\s*(?:from\s+(tpuport_agent[\w.]*)\s+import\s+([\w, ()]+)|import\s+(tpuport_agent[\w.]*))")
             .unwrap();
     let module_name = |f: &Path| -> Option<String> {
-        let parts: Vec<String> = f
-            .iter()
-            .map(|c| c.to_string_lossy().into_owned())
-            .collect();
+        let parts: Vec<String> = f.iter().map(|c| c.to_string_lossy().into_owned()).collect();
         let i = parts.iter().position(|p| p == "tpuport_agent")?;
         let mut m: Vec<String> = parts[i..].to_vec();
         let last = m.pop()?;
@@ -385,10 +389,10 @@ fn the_launchers_functions_are_short() {
             if l.trim_end().ends_with(';') {
                 continue;
             }
-            if let Some(end) = lines[i..].iter().position(|x| x.trim_end() == close) {
-                if end + 1 >= MAX_LAUNCH_FN_LINES {
-                    long.push(format!("{}: fn {} ({} lines)", rel(f), &c[2], end + 1));
-                }
+            if let Some(end) = lines[i..].iter().position(|x| x.trim_end() == close)
+                && end + 1 >= MAX_LAUNCH_FN_LINES
+            {
+                long.push(format!("{}: fn {} ({} lines)", rel(f), &c[2], end + 1));
             }
         }
     }

@@ -7,9 +7,9 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style, Stylize};
 use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Axis, Chart, Dataset, Gauge, GraphType, Paragraph};
+use ratatui::widgets::{Axis, Chart, Gauge, Paragraph};
 
-use super::{downsample, pane_block};
+use super::{downsample, line, pane_block};
 use crate::profile::aggregate::Aggregator;
 use crate::profile::forecast::{Fit, Forecast, MemoryView};
 use crate::profile::summary::bytes;
@@ -80,21 +80,9 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, agg: &Aggregator, view: (f64, 
         .unwrap_or_default();
     let peak_line = vec![(view.0, top), (view.1, top)];
     let datasets = vec![
-        Dataset::default()
-            .marker(Marker::Braille)
-            .graph_type(GraphType::Line)
-            .style(Style::new().fg(Color::Magenta))
-            .data(&points),
-        Dataset::default()
-            .marker(Marker::Dot)
-            .graph_type(GraphType::Line)
-            .style(Style::new().fg(Color::Yellow))
-            .data(&peak_line),
-        Dataset::default()
-            .marker(Marker::Dot)
-            .graph_type(GraphType::Line)
-            .style(Style::new().fg(Color::Red))
-            .data(&cap_line),
+        line(Marker::Braille, Color::Magenta, &points),
+        line(Marker::Dot, Color::Yellow, &peak_line),
+        line(Marker::Dot, Color::Red, &cap_line),
     ];
     let chart = Chart::new(datasets)
         .x_axis(

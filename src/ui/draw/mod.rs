@@ -17,8 +17,9 @@ mod syncs;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
+use ratatui::symbols::Marker;
 use ratatui::text::Span;
-use ratatui::widgets::Block;
+use ratatui::widgets::{Block, Dataset, GraphType};
 
 use super::app::{App, Pane};
 use crate::profile::aggregate::Aggregator;
@@ -86,6 +87,16 @@ fn pane_block<'a>(title: &'a str, app: &App, pane: Pane) -> Block<'a> {
 }
 
 /// A `w` × `h` rectangle centred in `area` (clipped to it).
+/// A chart line: the series itself in Braille dots, reference lines (p50, peak, capacity) in
+/// plain dots.
+fn line<'a>(marker: Marker, color: Color, data: &'a [(f64, f64)]) -> Dataset<'a> {
+    Dataset::default()
+        .marker(marker)
+        .graph_type(GraphType::Line)
+        .style(Style::new().fg(color))
+        .data(data)
+}
+
 fn popup(area: Rect, w: u16, h: u16) -> Rect {
     let w = w.min(area.width);
     let h = h.min(area.height);

@@ -6,9 +6,9 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style, Stylize};
 use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Paragraph};
+use ratatui::widgets::{Axis, Chart, Paragraph};
 
-use super::{downsample, pane_block};
+use super::{downsample, line, pane_block};
 use crate::profile::aggregate::{Aggregator, WindowStats};
 use crate::ui::app::{App, Pane};
 use crate::ui::format::{duration, ms, rate};
@@ -61,21 +61,9 @@ pub fn draw(
     let p50 = stats.p50.map(hline).unwrap_or_default();
     let p90 = stats.p90.map(hline).unwrap_or_default();
     let datasets = vec![
-        Dataset::default()
-            .marker(Marker::Braille)
-            .graph_type(GraphType::Line)
-            .style(Style::new().fg(Color::Cyan))
-            .data(&points),
-        Dataset::default()
-            .marker(Marker::Dot)
-            .graph_type(GraphType::Line)
-            .style(Style::new().fg(Color::Green))
-            .data(&p50),
-        Dataset::default()
-            .marker(Marker::Dot)
-            .graph_type(GraphType::Line)
-            .style(Style::new().fg(Color::Yellow))
-            .data(&p90),
+        line(Marker::Braille, Color::Cyan, &points),
+        line(Marker::Dot, Color::Green, &p50),
+        line(Marker::Dot, Color::Yellow, &p90),
     ];
     let chart = Chart::new(datasets)
         .x_axis(
