@@ -3,11 +3,15 @@
 //! `unless_uses`; `xm.optimizer_step(opt)` → `opt.step()` drops the gradient averaging there),
 //! or apply only to some files (`only_if_uses`/`not_if_uses`: `xmp.spawn` joins the process
 //! group itself only where the script never calls `init_process_group`).
+//!
+//! `unless_uses` is asked per finding: the names must be *called on every path* to it
+//! ([`called_with`]), so `if flags.ddp: model = DDP(model)` does not make the step safe.
 
 use std::collections::HashSet;
 
 use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor};
-use ruff_python_ast::{Expr, ExprContext};
+use ruff_python_ast::{Expr, ExprCall, ExprContext, Stmt};
+use ruff_text_size::{Ranged, TextSize};
 
 use super::parse::Parsed;
 use super::rules::Rule;
@@ -85,12 +89,105 @@ impl FileFacts {
     }
 }
 
-/// Is the rule's fix unsafe in this file (it uses one of `unsafe_if_uses`, none of
-/// `unless_uses`)?
+/// Could the rule's fix be unsafe in this file (it uses one of `unsafe_if_uses`)? Whether
+/// `unless_uses` lifts that is decided per finding, by [`dominated_by_call`].
 pub fn unsafe_here(rule: &Rule, facts: &FileFacts) -> bool {
-    !rule.unsafe_if_uses.is_empty()
-        && facts.uses_any(&rule.unsafe_if_uses)
-        && !facts.uses_any(&rule.unless_uses)
+    !rule.unsafe_if_uses.is_empty() && facts.uses_any(&rule.unsafe_if_uses)
+}
+
+/// Does every run of the code at `site` go with a call for which `is_wrap` holds? A sound
+/// approximation: a statement of `body` (or of a block around the site) that always makes the
+/// call, before or after the site: not under an `if` without an `else` that makes it too, a
+/// loop, a `try`, a conditional expression, a lambda or a comprehension.
+pub fn called_with(body: &[Stmt], site: TextSize, is_wrap: &dyn Fn(&ExprCall) -> bool) -> bool {
+    let mut around = None;
+    for stmt in body {
+        if stmt.range().contains(site) {
+            around = Some(stmt);
+        } else if always_calls(stmt, is_wrap) {
+            return true;
+        }
+    }
+    around.is_some_and(|stmt| {
+        blocks(stmt)
+            .into_iter()
+            .find(|b| {
+                b.first().is_some_and(|f| f.start() <= site)
+                    && b.last().is_some_and(|l| site < l.end())
+            })
+            .is_some_and(|b| called_with(b, site, is_wrap))
+    })
+}
+
+/// Does this statement make such a call whenever it runs?
+pub fn always_calls(stmt: &Stmt, is_wrap: &dyn Fn(&ExprCall) -> bool) -> bool {
+    let block = |b: &[Stmt]| b.iter().any(|s| always_calls(s, is_wrap));
+    match stmt {
+        Stmt::Expr(_)
+        | Stmt::Assign(_)
+        | Stmt::AnnAssign(_)
+        | Stmt::AugAssign(_)
+        | Stmt::Return(_) => {
+            let mut v = Unconditional {
+                is_wrap,
+                found: false,
+            };
+            v.visit_stmt(stmt);
+            v.found
+        }
+        Stmt::With(w) => block(&w.body),
+        Stmt::If(i) => {
+            block(&i.body)
+                && i.elif_else_clauses.last().is_some_and(|c| c.test.is_none())
+                && i.elif_else_clauses.iter().all(|c| block(&c.body))
+        }
+        Stmt::Try(t) => block(&t.finalbody),
+        _ => false,
+    }
+}
+
+/// The blocks of statements directly inside a compound statement of the same function.
+fn blocks(stmt: &Stmt) -> Vec<&[Stmt]> {
+    match stmt {
+        Stmt::If(i) => std::iter::once(&i.body[..])
+            .chain(i.elif_else_clauses.iter().map(|c| &c.body[..]))
+            .collect(),
+        Stmt::For(f) => vec![&f.body, &f.orelse],
+        Stmt::While(w) => vec![&w.body, &w.orelse],
+        Stmt::With(w) => vec![&w.body],
+        Stmt::Try(t) => {
+            let mut v: Vec<&[Stmt]> = vec![&t.body, &t.orelse, &t.finalbody];
+            for h in &t.handlers {
+                let ruff_python_ast::ExceptHandler::ExceptHandler(h) = h;
+                v.push(&h.body);
+            }
+            v
+        }
+        Stmt::Match(m) => m.cases.iter().map(|c| &c.body[..]).collect(),
+        _ => vec![],
+    }
+}
+
+/// Finds a call that runs whenever its statement does (not inside a branch of an expression).
+struct Unconditional<'f> {
+    is_wrap: &'f dyn Fn(&ExprCall) -> bool,
+    found: bool,
+}
+
+impl<'a> SourceOrderVisitor<'a> for Unconditional<'_> {
+    fn visit_expr(&mut self, e: &'a Expr) {
+        match e {
+            Expr::If(_)
+            | Expr::BoolOp(_)
+            | Expr::Lambda(_)
+            | Expr::ListComp(_)
+            | Expr::SetComp(_)
+            | Expr::DictComp(_)
+            | Expr::Generator(_) => {}
+            Expr::Call(c) if (self.is_wrap)(c) => self.found = true,
+            _ => source_order::walk_expr(self, e),
+        }
+    }
 }
 
 /// Does the rule apply to this file at all (`only_if_uses`, `not_if_uses`)?

@@ -1,12 +1,15 @@
 //! Binding a call's arguments (and the receiver) to a rule's parameters, with the kind of each
-//! value (`None`, an int, a string, ...) that conversions and downgrades look at.
+//! value (`None`, an int, a string, ...) that conversions and downgrades look at, and the
+//! downgrades that depend on where the finding is (`unsafe_if_uses` unless `unless_uses` is
+//! called on every path to it).
 
 use std::collections::HashMap;
 
-use ruff_python_ast::{Expr, Number};
+use ruff_python_ast::{AnyNodeRef, Expr, ExprCall, Number};
 use ruff_text_size::{Ranged, TextRange};
 
 use super::{Checker, Match};
+use crate::port::facts;
 use crate::port::parse::is_atomic;
 use crate::port::rules::{ArgKind, Matcher, Rule};
 use crate::port::template::{self, Value};
@@ -101,6 +104,41 @@ impl<'a> Checker<'a> {
             }
         }
         Ok(b)
+    }
+
+    /// Is the rule's fix unsafe here: the file uses one of `unsafe_if_uses`, and not every path
+    /// to this finding calls one of `unless_uses` (in the innermost function, or at module level).
+    pub(super) fn unsafe_by_context(&self, rule: &Rule) -> bool {
+        if !facts::unsafe_here(rule, self.facts) {
+            return false;
+        }
+        if rule.unless_uses.is_empty() {
+            return true;
+        }
+        let Some(site) = self.stack.iter().rev().find_map(|n| n.as_stmt_ref()) else {
+            return true;
+        };
+        let site = site.start();
+        let is_wrap = |c: &ExprCall| {
+            self.sem.qualified_name(&c.func).is_some_and(|q| {
+                rule.unless_uses.iter().any(|n| {
+                    q == *n || (q.starts_with(n.as_str()) && q[n.len()..].starts_with('.'))
+                })
+            })
+        };
+        let module = &self.parsed.module.body;
+        let function = self.stack.iter().rev().find_map(|n| match n {
+            AnyNodeRef::StmtFunctionDef(f) => Some(*f),
+            _ => None,
+        });
+        let covered = match function {
+            Some(f) => {
+                facts::called_with(&f.body, site, &is_wrap)
+                    || module.iter().any(|s| facts::always_calls(s, &is_wrap))
+            }
+            None => facts::called_with(module, site, &is_wrap),
+        };
+        !covered
     }
 
     pub(super) fn value(&self, e: &'a Expr) -> Value<'a> {

@@ -10,7 +10,6 @@ use super::bind::Bound;
 use super::{Checker, Match};
 use crate::port::diagnostic::Diagnostic;
 use crate::port::edit::{self, Edit, Fix};
-use crate::port::facts;
 use crate::port::parse;
 use crate::port::rules::{Action, FixClass, Matcher, RemoveKind, Rule};
 use crate::port::template::{self, Ctx, Skip};
@@ -84,7 +83,7 @@ impl<'a> Checker<'a> {
     ) -> Fix {
         let loses_comment = edits.iter().any(|e| self.parsed.has_comment_in(e.range));
         let mut applicability = rule.fix;
-        let by_context = facts::unsafe_here(rule, self.facts);
+        let by_context = self.unsafe_by_context(rule);
         if (downgrade || loses_comment || by_context) && applicability > FixClass::Unsafe {
             applicability = FixClass::Unsafe;
         }
