@@ -12,6 +12,7 @@ use super::{Checker, Match};
 use crate::port::facts;
 use crate::port::parse::is_atomic;
 use crate::port::rules::{ArgKind, Matcher, Rule};
+use crate::port::semantic::values;
 use crate::port::template::{self, Value};
 
 /// The values bound to a rule's parameters, and what stays as it is.
@@ -34,6 +35,14 @@ impl<'a> Checker<'a> {
         };
         if let Some(r) = m.receiver {
             b.values.insert("receiver".into(), self.value(r));
+        }
+        // Attribute rules are about tensors and modules (`x.is_cuda`): on another receiver (a
+        // config object) the rewrite is not proven.
+        if let Some(r) = m.receiver
+            && matches!(rule.matcher, Matcher::Attribute(_))
+            && !values::is_tensor_or_module(self.sem, &self.parsed.module, r)
+        {
+            b.downgrade = true;
         }
         let Some(call) = m.call else { return Ok(b) };
         if m.reference.is_some()
@@ -85,6 +94,9 @@ impl<'a> Checker<'a> {
                 }
             }
         }
+        if let Some(why) = self.untraceable(call, &b) {
+            return Err(why);
+        }
         for (p, conv) in &rule.convert {
             let kind = b.values.get(p).map(|v| v.kind).unwrap_or(ArgKind::Missing);
             if kind.listed_in(&conv.unsafe_for) {
@@ -104,6 +116,33 @@ impl<'a> Checker<'a> {
             }
         }
         Ok(b)
+    }
+
+    /// `torch_xla.compile(step, full_graph=True)` (a rule with `f` and `full_graph` parameters)
+    /// where `step`, a def of this file, runs the optimizer: `torch.compile(..., fullgraph=True)`
+    /// would fail in Dynamo, so no fix is made.
+    fn untraceable(&self, call: &ExprCall, b: &Bound<'a>) -> Option<String> {
+        let full = b.values.get("full_graph")?;
+        if matches!(full.kind, ArgKind::False | ArgKind::None) {
+            return None;
+        }
+        let (range, _) = b.sources.get("f")?;
+        let f = call
+            .arguments
+            .args
+            .iter()
+            .chain(call.arguments.keywords.iter().map(|k| &k.value))
+            .find(|e| e.range() == *range)?;
+        let Expr::Name(n) = f else { return None };
+        let values::Origin::Def(def) = values::origin(self.sem, &self.parsed.module, n) else {
+            return None;
+        };
+        let step = values::runs_optimizer(&def.body)?;
+        Some(format!(
+            "`{}` runs `{}`, which Dynamo cannot trace with fullgraph=True: compile the forward and loss only and keep the optimizer step outside, or drop `full_graph`",
+            n.id,
+            self.text(step)
+        ))
     }
 
     /// Is the rule's fix unsafe here: the file uses one of `unsafe_if_uses`, and not every path

@@ -125,7 +125,10 @@ impl Rule {
             let unless = if self.unless_uses.is_empty() {
                 String::new()
             } else {
-                format!(", unless they use {}", self.unless_uses.join(", "))
+                format!(
+                    ", unless every run of the finding calls {} (same function or module level)",
+                    self.unless_uses.join(", ")
+                )
             };
             out.push(format!(
                 "unsafe in files that use {}{unless}",

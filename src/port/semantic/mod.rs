@@ -11,10 +11,11 @@
 //! force is the last one before the use. `x = None` (the `except ImportError:` idiom) does not
 //! hide an import of the same name.//!
 //! [`scope`] holds the data, [`collect`] the one pass that gathers it; this file answers the
-//! questions about it.
+//! questions about it; [`values`] finds what a name was bound to (a def, a tensor, a module).
 
 pub mod collect;
 pub mod scope;
+pub mod values;
 
 use std::collections::HashSet;
 
