@@ -195,3 +195,42 @@ pub fn applies_here(rule: &Rule, facts: &FileFacts) -> bool {
     (rule.only_if_uses.is_empty() || facts.uses_any(&rule.only_if_uses))
         && !facts.uses_any(&rule.not_if_uses)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::port::parse::parse;
+
+    /// Is the `step()` call of `src` always accompanied by a `wrap(...)` call?
+    fn covered(src: &str) -> bool {
+        let parsed = parse(src);
+        let site = TextSize::try_from(src.find("step()").unwrap()).unwrap();
+        let is_wrap =
+            |c: &ExprCall| matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "wrap");
+        let body = match &parsed.module.body[..] {
+            [Stmt::FunctionDef(f)] => &f.body[..],
+            b => b,
+        };
+        called_with(body, site, &is_wrap)
+    }
+
+    #[test]
+    fn a_wrap_counts_only_on_every_path() {
+        assert!(covered("def f():\n    m = wrap(m)\n    step()\n"));
+        assert!(covered("wrap(m)\nfor b in d:\n    step()\n"));
+        assert!(covered(
+            "if a:\n    m = wrap(m)\nelif b:\n    wrap(m)\nelse:\n    return wrap(m)\nstep()\n"
+        ));
+        assert!(covered("with x:\n    m = wrap(m)\nstep()\n"));
+        assert!(covered("if a:\n    m = wrap(m)\n    step()\n"));
+        assert!(!covered("if a:\n    m = wrap(m)\nstep()\n"));
+        assert!(!covered(
+            "if a:\n    m = wrap(m)\nelif b:\n    wrap(m)\nstep()\n"
+        ));
+        assert!(!covered("m = wrap(m) if a else m\nstep()\n"));
+        assert!(!covered("m = a and wrap(m)\nstep()\n"));
+        assert!(!covered("for x in y:\n    wrap(m)\nstep()\n"));
+        assert!(!covered("try:\n    wrap(m)\nexcept E:\n    pass\nstep()\n"));
+        assert!(!covered("if a:\n    step()\nelse:\n    wrap(m)\n"));
+    }
+}

@@ -70,10 +70,8 @@ impl<'a> SourceOrderVisitor<'a> for Finder<'a> {
                     self.found = Origin::Value(&a.value);
                 }
             }
-            AnyNodeRef::StmtAnnAssign(a) => {
-                if a.target.range() == self.target {
-                    self.found = Origin::Annotated(&a.annotation);
-                }
+            AnyNodeRef::StmtAnnAssign(a) if a.target.range() == self.target => {
+                self.found = Origin::Annotated(&a.annotation);
             }
             _ => {}
         }
@@ -227,4 +225,67 @@ pub fn runs_optimizer(body: &[Stmt]) -> Option<TextRange> {
         f.visit_stmt(s);
     }
     f.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::port::parse::parse;
+
+    /// Is the receiver of the last `.is_cuda` of `src` known to be a tensor or a module?
+    fn known_receiver(src: &str) -> bool {
+        struct Last<'a>(Option<&'a Expr>);
+        impl<'a> SourceOrderVisitor<'a> for Last<'a> {
+            fn visit_expr(&mut self, e: &'a Expr) {
+                if let Expr::Attribute(a) = e
+                    && a.attr.as_str() == "is_cuda"
+                {
+                    self.0 = Some(&a.value);
+                }
+                ruff_python_ast::visitor::source_order::walk_expr(self, e);
+            }
+        }
+        let parsed = parse(src);
+        let sem = Semantic::build(&parsed.module);
+        let mut v = Last(None);
+        for s in &parsed.module.body {
+            v.visit_stmt(s);
+        }
+        is_tensor_or_module(&sem, &parsed.module, v.0.unwrap())
+    }
+
+    #[test]
+    fn tensors_and_modules_are_known_by_their_origin() {
+        assert!(known_receiver(
+            "import torch\nx = torch.randn(3).to(d)\nx.is_cuda\n"
+        ));
+        assert!(known_receiver(
+            "import torch.nn as nn\nm = nn.Linear(2, 2)\nm.weight.is_cuda\n"
+        ));
+        assert!(known_receiver(
+            "import torch\ndef f(t: torch.Tensor):\n    return t.is_cuda\n"
+        ));
+        assert!(known_receiver("next(model.parameters()).is_cuda\n"));
+        assert!(!known_receiver(
+            "import torch\ndef f(cfg):\n    return cfg.is_cuda\n"
+        ));
+        assert!(!known_receiver("cfg = load()\ncfg.is_cuda\n"));
+        assert!(!known_receiver(
+            "import torch\nok = torch.cuda.is_available()\nok.is_cuda\n"
+        ));
+    }
+
+    #[test]
+    fn optimizer_calls_are_found() {
+        let parsed = parse("def f(x):\n    loss = m(x)\n    loss.backward()\n");
+        let Stmt::FunctionDef(f) = &parsed.module.body[0] else {
+            panic!()
+        };
+        assert!(runs_optimizer(&f.body).is_some());
+        let parsed = parse("def f(x):\n    return m(x)\n");
+        let Stmt::FunctionDef(f) = &parsed.module.body[0] else {
+            panic!()
+        };
+        assert!(runs_optimizer(&f.body).is_none());
+    }
 }
