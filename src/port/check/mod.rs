@@ -10,10 +10,11 @@
 //! `impl Checker` block: `names.rs` (calls, references, methods, attributes, keywords),
 //! `strings.rs` (string literals and f-strings), `roles.rs` (where a string sits), `fix.rs` (a
 //! match into a diagnostic and its fix), `bind.rs` (arguments to parameters), `args.rs` (the new
-//! argument list), `remove.rs` (statement removal), `unwrap.rs` (`with` unwrapping) and
+//! argument list), `remove.rs` (statement removal, duplicates), `assign.rs` (assignments rewritten by value), `unwrap.rs` (`with` unwrapping) and
 //! `suppress.rs` (`# tpuport: ignore`).
 
 mod args;
+mod assign;
 mod bind;
 mod fix;
 mod names;

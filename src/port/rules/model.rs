@@ -69,6 +69,8 @@ pub enum Action {
     /// Rewrite the static text of a string with a regex replacement.
     String(String),
     Remove(RemoveKind),
+    /// Replace the assignment `match = value` by a template (`{param}` = the value).
+    Assign(String),
 }
 
 #[derive(Debug)]
@@ -96,6 +98,9 @@ pub struct Rule {
     pub only_if_uses: Vec<String>,
     /// ...and none of these.
     pub not_if_uses: Vec<String>,
+    /// Where the statement just before calls one of these with the same arguments, the fix
+    /// removes the statement (safe): the call is a duplicate.
+    pub remove_after: Vec<String>,
     /// Substrings that must all occur in a file for this rule to possibly fire (ASCII
     /// case-insensitive; `a|b` = either); empty = always check.
     pub needles: Vec<String>,
