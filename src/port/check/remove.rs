@@ -8,7 +8,7 @@ use ruff_text_size::{Ranged, TextRange};
 use super::{Checker, Match};
 use crate::port::edit::{self, Edit, Fix, delete_statement};
 use crate::port::parse::child_bodies;
-use crate::port::rules::{FixClass, Rule};
+use crate::port::rules::{FixClass, Matcher, Rule};
 
 impl<'a> Checker<'a> {
     /// Where the rule has `remove_after` and the statement just before this call's statement
@@ -30,25 +30,44 @@ impl<'a> Checker<'a> {
         if stmt.value.range() != call.range() {
             return None;
         }
-        let block = child_bodies(*self.stack.get(pos.checked_sub(1)?)?)
-            .into_iter()
-            .find(|b| b.iter().any(|s| s.range() == stmt.range()))?;
+        let block: &[ast::Stmt] = match pos.checked_sub(1) {
+            None => &self.parsed.module.body,
+            Some(p) => child_bodies(self.stack[p])
+                .into_iter()
+                .find(|b| b.iter().any(|s| s.range() == stmt.range()))?,
+        };
         let i = block.iter().position(|s| s.range() == stmt.range())?;
-        let ast::Stmt::Expr(prev) = block.get(i.checked_sub(1)?)? else {
-            return None;
-        };
-        let Expr::Call(before) = prev.value.as_ref() else {
-            return None;
-        };
-        let q = self.qualified(&before.func)?;
         let args = |c: &ast::ExprCall| -> Vec<String> {
             let args = c.arguments.args.iter().map(Ranged::range);
             args.chain(c.arguments.keywords.iter().map(Ranged::range))
                 .map(|r| self.text(r).split_whitespace().collect())
                 .collect()
         };
-        if !rule.remove_after.contains(&q) || args(before) != args(call) {
-            return None;
+        let own: &[String] = match &rule.matcher {
+            Matcher::Reference { exact, .. } | Matcher::Call(exact) => exact,
+            _ => &[],
+        };
+        // Walk back over the same kind of call with the same arguments (`cuda.manual_seed(s)`
+        // then `cuda.manual_seed_all(s)`) to the call that makes them duplicates.
+        let mut j = i;
+        loop {
+            j = j.checked_sub(1)?;
+            let ast::Stmt::Expr(prev) = &block[j] else {
+                return None;
+            };
+            let Expr::Call(before) = prev.value.as_ref() else {
+                return None;
+            };
+            let q = self.qualified(&before.func)?;
+            if args(before) != args(call) {
+                return None;
+            }
+            if rule.remove_after.contains(&q) {
+                break;
+            }
+            if !own.contains(&q) {
+                return None;
+            }
         }
         let target = m.reference.unwrap_or(call.func.range());
         Some(self.removal_fix(rule, target, 0, false).map(|mut fix| {

@@ -137,6 +137,12 @@ impl Rule {
                 self.unsafe_if_uses.join(", ")
             ));
         }
+        if !self.remove_after.is_empty() {
+            out.push(format!(
+                "removes the statement instead (safe) right after a call of {} with the same arguments",
+                self.remove_after.join(", ")
+            ));
+        }
         if let Some(n) = &self.note {
             let place = if n.only_in_loop {
                 " (inside loops)"
