@@ -71,7 +71,10 @@ impl<'a> Checker<'a> {
         }
         let target = m.reference.unwrap_or(call.func.range());
         Some(self.removal_fix(rule, target, 0, false).map(|mut fix| {
-            let loses = fix.edits.first().is_some_and(|e| self.parsed.has_comment_in(e.range));
+            let loses = fix
+                .edits
+                .first()
+                .is_some_and(|e| self.parsed.has_comment_in(e.range));
             if !loses {
                 fix.applicability = FixClass::Safe;
             }

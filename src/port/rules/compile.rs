@@ -302,8 +302,12 @@ fn compile_action(act: &ActionDef, matcher: &Matcher) -> Result<Option<Action>> 
         }
         Some(Action::Remove(k))
     } else if let Some(t) = &act.assign {
-        if !matches!(matcher, Matcher::Reference { .. }) || act.params.as_ref().is_none_or(|p| p.len() != 1) {
-            bail!("`assign` works with `reference` matches and one parameter (`params = [\"value\"]`)");
+        if !matches!(matcher, Matcher::Reference { .. })
+            || act.params.as_ref().is_none_or(|p| p.len() != 1)
+        {
+            bail!(
+                "`assign` works with `reference` matches and one parameter (`params = [\"value\"]`)"
+            );
         }
         Some(Action::Assign(t.clone()))
     } else if act.unwrap.is_some() {
