@@ -1,7 +1,7 @@
 //! A function that a `call` rule maps, named without calling it (`sync = torch.cuda.synchronize`,
 //! `hooks.append(torch.cuda.empty_cache)`): renamed where the rule's rewrite keeps the arguments
-//! as they are (unsafe where it reorders them, e.g. keyword to positional-only), otherwise
-//! reported with the rule's advice, never left to the "no rule maps" fallback.
+//! as they are (unsafe where it reorders them, e.g. keyword to positional-only); otherwise
+//! reported with the rule's advice where the "no rule maps" fallback would have spoken.
 
 use ruff_python_ast::{AnyNodeRef, ExprContext};
 use ruff_text_size::Ranged;
@@ -60,6 +60,8 @@ impl<'a> Checker<'a> {
                 }
                 d.fix = Some(fix);
             }
+            // Reported only where the "no rule maps" fallback would speak instead.
+            None if !self.has_fallback(q) => return false,
             None => {
                 d.note = Some(
                     "named, not called: the rewrite needs the call's arguments; replace this reference by hand"
@@ -74,6 +76,16 @@ impl<'a> Checker<'a> {
             self.diags.push(d);
         }
         true
+    }
+}
+
+impl Checker<'_> {
+    fn has_fallback(&self, q: &str) -> bool {
+        self.index.prefixes.iter().any(|(p, i)| {
+            self.is_active(*i)
+                && (q == p
+                    || (q.starts_with(p.as_str()) && q.as_bytes().get(p.len()) == Some(&b'.')))
+        })
     }
 }
 
@@ -96,5 +108,47 @@ fn renamed_to<'r>(rule: &'r Rule, q: &str) -> Option<(&'r str, bool)> {
             passes_on.then_some((to.as_str(), false))
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
+
+    /// (rule id, has a fix, note) of each finding with all built-in rules.
+    fn findings(src: &str) -> Vec<(String, bool, Option<String>)> {
+        let rules = RuleSet::builtin();
+        let index = RuleIndex::new(&rules);
+        let out = migrate_source(src, &rules, &index, Settings::default());
+        out.diagnostics
+            .iter()
+            .map(|d| {
+                (
+                    rules.rules[d.rule].id.clone(),
+                    d.fix.is_some(),
+                    d.note.clone(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn named_mapped_functions_are_the_rules_business() {
+        let f = findings("import torch\nsync = torch.cuda.synchronize\n");
+        assert_eq!(f.len(), 1);
+        assert_eq!((f[0].0.as_str(), f[0].1), ("CUD007", true));
+        // Not renameable (the rule rebuilds the call): reported by its rule, not the fallback.
+        let f = findings("import torch_xla.amp\ncls = torch_xla.amp.GradScaler\n");
+        assert!(f.iter().any(|(id, fix, note)| {
+            id == "XAMP004"
+                && !fix
+                && note
+                    .as_deref()
+                    .is_some_and(|n| n.contains("named, not called"))
+        }));
+        // Called, or set: the usual paths.
+        let f = findings("import torch\ntorch.cuda.synchronize()\n");
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].0, "CUD007");
     }
 }
