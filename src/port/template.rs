@@ -1,9 +1,9 @@
 //! Fix templates: `torch.accelerator.synchronize({device})` turned into source text.
 //!
 //! `{param}` is replaced by the source text of the argument bound to that parameter (or by its
-//! per-kind conversion, see `[rule.action.convert]`); `{receiver}` is the object a method is
-//! called on; `{value}` is a literal's value. Dotted names in the template whose root is a
-//! module the rules know (`torch`, `os`, ...) are written with the file's own aliases:
+//! per-literal or per-kind conversion, see `[rule.action.convert]`); `{receiver}` is the object
+//! a method is called on; `{value}` is a literal's value. Dotted names in the template whose
+//! root is a module the rules know (`torch`, `os`, ...) are written with the file's own aliases:
 //! `torch.distributed.barrier` becomes `dist.barrier` after `import torch.distributed as dist`,
 //! `torch.x` becomes `T.x` after `import torch as T`; where no import fits, the name is written
 //! in full and the fix asks for `import torch` to be added.
