@@ -163,7 +163,7 @@ pub fn delete_statement(src: &str, range: TextRange, only_in_block: bool) -> Edi
 /// The comment lines directly above a statement that describe it alone: a block of comments at
 /// its indentation with no blank line between, where the statement ends its group (a blank
 /// line, the end of the block or of the file follows). None for a block that starts the file
-/// (a header) or one followed by more code of the group.
+/// (a header), one followed by more code of the group, or one with a tool directive.
 pub fn leading_comments(src: &str, stmt: TextRange) -> Option<TextRange> {
     let indent = indent_of(src, stmt.start())?;
     let start = usize::from(stmt.start()) - indent.len();
@@ -185,7 +185,16 @@ pub fn leading_comments(src: &str, stmt: TextRange) -> Option<TextRange> {
         }
         top = prev_start;
     }
-    if top == start || top == 0 {
+    // Tool directives (`# fmt: off`, `# pylint: disable=...`) may reach past the statement.
+    let directive = src[top..start].lines().any(|l| {
+        let c = l.trim_start().trim_start_matches('#').trim_start();
+        [
+            "fmt:", "isort:", "pylint:", "noqa", "type:", "pragma", "tpuport", "mypy:", "ruff:",
+        ]
+        .iter()
+        .any(|d| c.starts_with(d))
+    });
+    if top == start || top == 0 || directive {
         return None;
     }
     Some(TextRange::new(
@@ -303,6 +312,7 @@ mod tests {
         assert_eq!(at("x = 1\n# TF32\ny = 2\nz = 3\n", "y = 2"), None);
         // A file header stays; the end of a block ends the group.
         assert_eq!(at("# Copyright\ny = 2\n", "y = 2"), None);
+        assert_eq!(at("x = 1\n# fmt: off\ny = 2\n", "y = 2"), None);
         let src = "if a:\n    # TF32\n    y = 2\nz = 3";
         assert_eq!(at(src, "y = 2"), Some("    # TF32\n"));
     }

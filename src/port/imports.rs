@@ -184,6 +184,10 @@ impl<'a> Visitor<'a> for AnnotationNames {
                 self.names.insert(n.id.to_string());
             }
             Expr::StringLiteral(s) if self.depth > 0 => self.string(s.value.to_str()),
+            // `Literal["cuda"]` holds values, not names.
+            Expr::Subscript(sub) if self.depth > 0 && is_literal(&sub.value) => {
+                self.visit_expr(&sub.value);
+            }
             // `cast("T", v)`, `TypeVar("T", bound="M")`: forward references outside annotations.
             Expr::Call(c) if self.depth == 0 && is_forward_ref_call(c) => {
                 self.visit_expr(&c.func);
@@ -209,6 +213,14 @@ fn callee_is(c: &ast::ExprCall, name: &str) -> bool {
     match c.func.as_ref() {
         Expr::Name(n) => n.id.as_str() == name,
         Expr::Attribute(a) => a.attr.as_str() == name,
+        _ => false,
+    }
+}
+
+fn is_literal(e: &Expr) -> bool {
+    match e {
+        Expr::Name(n) => n.id.as_str() == "Literal",
+        Expr::Attribute(a) => a.attr.as_str() == "Literal",
         _ => false,
     }
 }
@@ -418,7 +430,7 @@ mod tests {
             let module = parse(src).module;
             used_imports(&Semantic::build(&module), &module)
         };
-        let src = "from typing import TYPE_CHECKING, cast, TypeVar\nif TYPE_CHECKING:\n    from a import A\n    from b import B\n    import c\n    import d\n    import e\nimport f\ndef g(x: \"A\") -> \"list['B']\":\n    y: \"c.C\" = cast(\"d.D\", x)\n    return y\nT = TypeVar(\"T\", bound=\"e.E\")\nprint(\"f\")\n";
+        let src = "from typing import TYPE_CHECKING, cast, TypeVar\nif TYPE_CHECKING:\n    from a import A\n    from b import B\n    import c\n    import d\n    import e\nimport f\ndef g(x: \"A\") -> \"list['B']\":\n    y: \"c.C\" = cast(\"d.D\", x)\n    return y\nT = TypeVar(\"T\", bound=\"e.E\")\nprint(\"f\")\ndef h(m: \"Literal['f']\"): ...\n";
         let names: HashSet<String> = used(src).into_iter().map(|k| k.1).collect();
         for n in ["A", "B", "c", "d", "e"] {
             assert!(names.contains(n), "{n}");
