@@ -11,9 +11,9 @@ use crate::port::parse::child_bodies;
 use crate::port::rules::{FixClass, Matcher, Rule};
 
 impl<'a> Checker<'a> {
-    /// Where the rule has `remove_after` and the statement just before this call's statement
-    /// (same block) calls one of those names with the same arguments, the fix removes the call
-    /// instead, as safe: `torch.manual_seed(s)` already seeded every device.
+    /// Where the rule has `remove_after` and the statement next to this call's statement (same
+    /// block, before or after) calls one of those names with the same arguments, the fix
+    /// removes the call instead, as safe: `torch.manual_seed(s)` seeds every device.
     pub(super) fn duplicate_removal(
         &self,
         rule: &Rule,
@@ -47,27 +47,31 @@ impl<'a> Checker<'a> {
             Matcher::Reference { exact, .. } | Matcher::Call(exact) => exact,
             _ => &[],
         };
-        // Walk back over the same kind of call with the same arguments (`cuda.manual_seed(s)`
-        // then `cuda.manual_seed_all(s)`) to the call that makes them duplicates.
-        let mut j = i;
-        loop {
-            j = j.checked_sub(1)?;
-            let ast::Stmt::Expr(prev) = &block[j] else {
-                return None;
-            };
-            let Expr::Call(before) = prev.value.as_ref() else {
-                return None;
-            };
-            let q = self.qualified(&before.func)?;
-            if args(before) != args(call) {
-                return None;
+        // Walk over the same kind of call with the same arguments (`cuda.manual_seed(s)` then
+        // `cuda.manual_seed_all(s)`), back or forth, to the call that makes them duplicates.
+        let duplicate = |stmts: &mut dyn Iterator<Item = &ast::Stmt>| {
+            for s in stmts {
+                let ast::Stmt::Expr(e) = s else { return false };
+                let Expr::Call(other) = e.value.as_ref() else {
+                    return false;
+                };
+                let Some(q) = self.qualified(&other.func) else {
+                    return false;
+                };
+                if args(other) != args(call) {
+                    return false;
+                }
+                if rule.remove_after.contains(&q) {
+                    return true;
+                }
+                if !own.contains(&q) {
+                    return false;
+                }
             }
-            if rule.remove_after.contains(&q) {
-                break;
-            }
-            if !own.contains(&q) {
-                return None;
-            }
+            false
+        };
+        if !duplicate(&mut block[..i].iter().rev()) && !duplicate(&mut block[i + 1..].iter()) {
+            return None;
         }
         let target = m.reference.unwrap_or(call.func.range());
         Some(self.removal_fix(rule, target, 0, false).map(|mut fix| {

@@ -98,7 +98,7 @@ pub struct Rule {
     pub only_if_uses: Vec<String>,
     /// ...and none of these.
     pub not_if_uses: Vec<String>,
-    /// Where the statement just before calls one of these with the same arguments, the fix
+    /// Where the statement next to it calls one of these with the same arguments, the fix
     /// removes the statement (safe): the call is a duplicate.
     pub remove_after: Vec<String>,
     /// Substrings that must all occur in a file for this rule to possibly fire (ASCII
@@ -139,7 +139,7 @@ impl Rule {
         }
         if !self.remove_after.is_empty() {
             out.push(format!(
-                "removes the statement instead (safe) right after a call of {} with the same arguments",
+                "removes the statement instead (safe) next to a call of {} with the same arguments",
                 self.remove_after.join(", ")
             ));
         }

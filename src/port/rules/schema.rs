@@ -136,8 +136,8 @@ pub(super) struct RuleDef {
     /// ...and never in files that use one of these.
     #[serde(default)]
     pub(super) not_if_uses: Vec<String>,
-    /// The fix removes the statement instead (safe) where the statement just before it calls
-    /// one of these with the same arguments (`torch.manual_seed(s)` before a CUDA seed).
+    /// The fix removes the statement instead (safe) where the statement next to it calls one of
+    /// these with the same arguments (`torch.manual_seed(s)` next to a CUDA seed).
     #[serde(default)]
     pub(super) remove_after: Vec<String>,
 }
