@@ -160,6 +160,49 @@ pub fn delete_statement(src: &str, range: TextRange, only_in_block: bool) -> Edi
     ))
 }
 
+/// The comment lines directly above a statement that describe it alone: a block of comments at
+/// its indentation with no blank line between, where the statement ends its group (a blank
+/// line, the end of the block or of the file follows). None for a block that starts the file
+/// (a header), one followed by more code of the group, or one with a tool directive.
+pub fn leading_comments(src: &str, stmt: TextRange) -> Option<TextRange> {
+    let indent = indent_of(src, stmt.start())?;
+    let start = usize::from(stmt.start()) - indent.len();
+    let end = usize::from(line_end(src, stmt.end()));
+    if let Some(next) = src.get(end + 1..) {
+        let line = next.split('\n').next().unwrap_or("");
+        let rest = line.trim_start();
+        if !rest.is_empty() && line.len() - rest.len() >= indent.len() {
+            return None;
+        }
+    }
+    let mut top = start;
+    while top > 0 {
+        let prev_start = src[..top - 1].rfind('\n').map(|i| i + 1).unwrap_or(0);
+        let line = src[prev_start..top - 1].trim_end_matches('\r');
+        let rest = line.trim_start();
+        if !rest.starts_with('#') || &line[..line.len() - rest.len()] != indent {
+            break;
+        }
+        top = prev_start;
+    }
+    // Tool directives (`# fmt: off`, `# pylint: disable=...`) may reach past the statement.
+    let directive = src[top..start].lines().any(|l| {
+        let c = l.trim_start().trim_start_matches('#').trim_start();
+        [
+            "fmt:", "isort:", "pylint:", "noqa", "type:", "pragma", "tpuport", "mypy:", "ruff:",
+        ]
+        .iter()
+        .any(|d| c.starts_with(d))
+    });
+    if top == start || top == 0 || directive {
+        return None;
+    }
+    Some(TextRange::new(
+        TextSize::try_from(top).unwrap(),
+        TextSize::try_from(start).unwrap(),
+    ))
+}
+
 /// The indentation before `at` when only whitespace precedes it on its line.
 pub fn indent_of(src: &str, at: TextSize) -> Option<&str> {
     let at = usize::from(at);
@@ -254,6 +297,24 @@ mod tests {
             false,
         );
         assert_eq!(apply_edits(src, vec![&e]), "b\n");
+    }
+
+    #[test]
+    fn comments_that_describe_a_statement_alone() {
+        fn at<'s>(src: &'s str, stmt: &str) -> Option<&'s str> {
+            let s = src.find(stmt).unwrap() as u32;
+            leading_comments(src, r(s, s + stmt.len() as u32)).map(|c| &src[c])
+        }
+        let src = "x = 1\n# TF32\n# fast\ny = 2\n\nz = 3\n";
+        assert_eq!(at(src, "y = 2"), Some("# TF32\n# fast\n"));
+        // Separated by a blank line, or followed by more of the group: kept.
+        assert_eq!(at("x = 1\n# TF32\n\ny = 2\n", "y = 2"), None);
+        assert_eq!(at("x = 1\n# TF32\ny = 2\nz = 3\n", "y = 2"), None);
+        // A file header stays; the end of a block ends the group.
+        assert_eq!(at("# Copyright\ny = 2\n", "y = 2"), None);
+        assert_eq!(at("x = 1\n# fmt: off\ny = 2\n", "y = 2"), None);
+        let src = "if a:\n    # TF32\n    y = 2\nz = 3";
+        assert_eq!(at(src, "y = 2"), Some("    # TF32\n"));
     }
 
     #[test]

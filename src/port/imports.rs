@@ -5,7 +5,8 @@
 
 use std::collections::HashSet;
 
-use ruff_python_ast::{Expr, Stmt};
+use ruff_python_ast::visitor::{self, Visitor};
+use ruff_python_ast::{self as ast, Expr, ModModule, Stmt};
 use ruff_text_size::{Ranged, TextRange, TextSize};
 
 use super::edit::{Edit, apply_edits, delete_statement, line_end, line_start};
@@ -100,7 +101,7 @@ pub fn remove_unused(text: &str, used_before: &HashSet<ImportKey>) -> String {
         return text.to_string();
     }
     let sem = Semantic::build(&parsed.module);
-    let counts = sem.use_counts();
+    let counts = use_counts(&sem, &parsed.module);
     let keys = import_keys(&sem);
     let unused: HashSet<TextRange> = sem
         .bindings
@@ -119,14 +120,113 @@ pub fn remove_unused(text: &str, used_before: &HashSet<ImportKey>) -> String {
     apply_edits(text, edits.iter().collect())
 }
 
-/// The import bindings of a module that are read at least once.
-pub fn used_imports(sem: &Semantic) -> HashSet<ImportKey> {
-    let counts = sem.use_counts();
+/// The import bindings of a module that are read at least once (string annotations count).
+pub fn used_imports(sem: &Semantic, module: &ModModule) -> HashSet<ImportKey> {
+    let counts = use_counts(sem, module);
     import_keys(sem)
         .into_iter()
         .enumerate()
         .filter_map(|(i, k)| k.filter(|_| counts[i] > 0))
         .collect()
+}
+
+/// Reads per binding, where an import named in a string annotation (`-> "ShardedTensor"`,
+/// `x: "Optional[nn.Module]"`, `cast("T", v)`, `TypeVar("T", bound="M")`) counts as read: type
+/// checkers and `typing.get_type_hints` resolve those names. By name, whatever the scope.
+fn use_counts(sem: &Semantic, module: &ModModule) -> Vec<usize> {
+    let mut counts = sem.use_counts();
+    let mut names = AnnotationNames::default();
+    names.visit_body(&module.body);
+    for (i, b) in sem.bindings.iter().enumerate() {
+        if counts[i] == 0
+            && matches!(b.kind, BindingKind::Import { .. })
+            && names.names.contains(b.name.as_str())
+        {
+            counts[i] = 1;
+        }
+    }
+    counts
+}
+
+/// The root names of the expressions written as strings in annotations.
+#[derive(Default)]
+struct AnnotationNames {
+    names: HashSet<String>,
+    /// Inside an annotation (or a forward-reference argument), strings are code.
+    depth: usize,
+}
+
+impl AnnotationNames {
+    fn string(&mut self, text: &str) {
+        let parsed = parse(text.trim());
+        if parsed.has_errors() {
+            return;
+        }
+        let mut inner = AnnotationNames {
+            names: std::mem::take(&mut self.names),
+            depth: 1,
+        };
+        inner.visit_body(&parsed.module.body);
+        self.names = inner.names;
+    }
+}
+
+impl<'a> Visitor<'a> for AnnotationNames {
+    fn visit_annotation(&mut self, expr: &'a Expr) {
+        self.depth += 1;
+        visitor::walk_annotation(self, expr);
+        self.depth -= 1;
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        match expr {
+            Expr::Name(n) if self.depth > 0 => {
+                self.names.insert(n.id.to_string());
+            }
+            Expr::StringLiteral(s) if self.depth > 0 => self.string(s.value.to_str()),
+            // `Literal["cuda"]` holds values, not names.
+            Expr::Subscript(sub) if self.depth > 0 && is_literal(&sub.value) => {
+                self.visit_expr(&sub.value);
+            }
+            // `cast("T", v)`, `TypeVar("T", bound="M")`: forward references outside annotations.
+            Expr::Call(c) if self.depth == 0 && is_forward_ref_call(c) => {
+                self.visit_expr(&c.func);
+                for (i, a) in c.arguments.args.iter().enumerate() {
+                    let as_type = i == 0 && !callee_is(c, "TypeVar");
+                    self.depth += usize::from(as_type);
+                    self.visit_expr(a);
+                    self.depth -= usize::from(as_type);
+                }
+                for k in &c.arguments.keywords {
+                    let as_type = k.arg.as_ref().is_some_and(|a| a.as_str() == "bound");
+                    self.depth += usize::from(as_type);
+                    self.visit_expr(&k.value);
+                    self.depth -= usize::from(as_type);
+                }
+            }
+            _ => visitor::walk_expr(self, expr),
+        }
+    }
+}
+
+fn callee_is(c: &ast::ExprCall, name: &str) -> bool {
+    match c.func.as_ref() {
+        Expr::Name(n) => n.id.as_str() == name,
+        Expr::Attribute(a) => a.attr.as_str() == name,
+        _ => false,
+    }
+}
+
+fn is_literal(e: &Expr) -> bool {
+    match e {
+        Expr::Name(n) => n.id.as_str() == "Literal",
+        Expr::Attribute(a) => a.attr.as_str() == "Literal",
+        _ => false,
+    }
+}
+
+fn is_forward_ref_call(c: &ast::ExprCall) -> bool {
+    callee_is(c, "cast") || callee_is(c, "TypeVar")
 }
 
 fn collect_removals(text: &str, body: &[Stmt], unused: &HashSet<TextRange>, out: &mut Vec<Edit>) {
@@ -184,7 +284,7 @@ pub fn retire_imports(text: &str) -> (String, usize) {
         return (text.to_string(), 0);
     }
     let sem = Semantic::build(&parsed.module);
-    let counts = sem.use_counts();
+    let counts = use_counts(&sem, &parsed.module);
     let retired = |q: &str| {
         RETIRED
             .iter()
@@ -304,7 +404,10 @@ mod tests {
 
     #[test]
     fn removes_only_what_was_used_before() {
-        let used = |src: &str| used_imports(&Semantic::build(&parse(src).module));
+        let used = |src: &str| {
+            let module = parse(src).module;
+            used_imports(&Semantic::build(&module), &module)
+        };
         let before =
             used("import os\nfrom torch import cuda, nn\nimport torch\nx = nn\ncuda.init()\n");
         let src = "import os\nfrom torch import cuda, nn\nimport torch\nx = nn\n";
@@ -319,6 +422,26 @@ mod tests {
         let before = used("import importlib.abc\nimport importlib.util\nimportlib.util.x\n");
         let src = "import importlib.abc\nimport importlib.util\n";
         assert_eq!(remove_unused(src, &before), "import importlib.abc\n");
+    }
+
+    #[test]
+    fn names_in_string_annotations_are_uses() {
+        let used = |src: &str| {
+            let module = parse(src).module;
+            used_imports(&Semantic::build(&module), &module)
+        };
+        let src = "from typing import TYPE_CHECKING, cast, TypeVar\nif TYPE_CHECKING:\n    from a import A\n    from b import B\n    import c\n    import d\n    import e\nimport f\ndef g(x: \"A\") -> \"list['B']\":\n    y: \"c.C\" = cast(\"d.D\", x)\n    return y\nT = TypeVar(\"T\", bound=\"e.E\")\nprint(\"f\")\ndef h(m: \"Literal['f']\"): ...\n";
+        let names: HashSet<String> = used(src).into_iter().map(|k| k.1).collect();
+        for n in ["A", "B", "c", "d", "e"] {
+            assert!(names.contains(n), "{n}");
+        }
+        assert!(!names.contains("f"));
+        // Used before in code and still in an annotation string: kept.
+        let before = used("from a import A\nx = A()\ndef g() -> \"A\": ...\n");
+        let src = "from a import A\ndef g() -> \"A\": ...\n";
+        assert_eq!(remove_unused(src, &before), src);
+        let src = "import torch_xla.core.xla_model as xm\ndef g(d: \"xm.Device\"): ...\n";
+        assert_eq!(retire_imports(src).1, 0);
     }
 
     #[test]

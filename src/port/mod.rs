@@ -130,7 +130,7 @@ pub fn migrate_source(
         syntax_errors: parsed.errors.clone(),
         ..Outcome::default()
     };
-    let used_before = imports::used_imports(&sem);
+    let used_before = imports::used_imports(&sem, &parsed.module);
     let original_errors = parsed.errors.len();
 
     let mut text = source.to_string();

@@ -1,9 +1,9 @@
 //! Fix templates: `torch.accelerator.synchronize({device})` turned into source text.
 //!
 //! `{param}` is replaced by the source text of the argument bound to that parameter (or by its
-//! per-kind conversion, see `[rule.action.convert]`); `{receiver}` is the object a method is
-//! called on; `{value}` is a literal's value. Dotted names in the template whose root is a
-//! module the rules know (`torch`, `os`, ...) are written with the file's own aliases:
+//! per-literal or per-kind conversion, see `[rule.action.convert]`); `{receiver}` is the object
+//! a method is called on; `{value}` is a literal's value. Dotted names in the template whose
+//! root is a module the rules know (`torch`, `os`, ...) are written with the file's own aliases:
 //! `torch.distributed.barrier` becomes `dist.barrier` after `import torch.distributed as dist`,
 //! `torch.x` becomes `T.x` after `import torch as T`; where no import fits, the name is written
 //! in full and the fix asks for `import torch` to be added.
@@ -122,6 +122,12 @@ fn substitute(
     let value = values.get(name);
     let kind = value.map(|v| v.kind).unwrap_or(ArgKind::Missing);
     if let Some(conv) = convert.get(name) {
+        let by_literal = value
+            .and_then(|v| v.literal.as_ref())
+            .and_then(|l| conv.literal.get(l));
+        if let Some(t) = by_literal {
+            return render_owned(t, &HashMap::new(), ctx);
+        }
         if kind.listed_in(&conv.manual_for) && !has_explicit(conv, kind) {
             return Err(Skip::Manual(format!(
                 "`{}` is {}: no mechanical rewrite",
@@ -164,6 +170,14 @@ fn substitute(
             })
         }
     }
+}
+
+/// A literal with its own template (`literal = { ieee = ... }`) is not covered by its kind's
+/// `unsafe`/`manual` lists.
+pub fn has_literal(conv: &ConvertDef, value: Option<&Value<'_>>) -> bool {
+    value
+        .and_then(|v| v.literal.as_ref())
+        .is_some_and(|l| conv.literal.contains_key(l))
 }
 
 /// A boolean argument with its own `true`/`false` template is not covered by `other`.

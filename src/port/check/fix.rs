@@ -125,6 +125,9 @@ impl<'a> Checker<'a> {
         action: &Action,
         m: &Match<'a>,
     ) -> Result<Fix, String> {
+        if let Some(fix) = self.duplicate_removal(rule, m) {
+            return fix;
+        }
         match action {
             Action::Rename(map) => {
                 let to = map
@@ -205,6 +208,7 @@ impl<'a> Checker<'a> {
                 self.removal_fix(rule, target, 0, false)
             }
             Action::Unwrap => self.unwrap_fix(rule, m),
+            Action::Assign(t) => self.assign_fix(rule, t, m),
             Action::String(_) => Err("string rewrites need a string match".into()),
         }
     }

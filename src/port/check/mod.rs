@@ -8,13 +8,16 @@
 //!
 //! This file holds the walk and the [`Checker`] state; each job has its own file, each an
 //! `impl Checker` block: `names.rs` (calls, references, methods, attributes, keywords),
-//! `strings.rs` (string literals and f-strings), `roles.rs` (where a string sits), `fix.rs` (a
-//! match into a diagnostic and its fix), `bind.rs` (arguments to parameters), `args.rs` (the new
-//! argument list), `remove.rs` (statement removal), `unwrap.rs` (`with` unwrapping) and
-//! `suppress.rs` (`# tpuport: ignore`).
+//! `called.rs` (mapped functions named without a call), `strings.rs` (string literals and
+//! f-strings), `roles.rs` (where a string sits), `fix.rs` (a match into a diagnostic and its
+//! fix), `bind.rs` (arguments to parameters), `args.rs` (the new argument list), `remove.rs`
+//! (statement removal, duplicates), `assign.rs` (assignments rewritten by their value),
+//! `unwrap.rs` (`with` unwrapping) and `suppress.rs` (`# tpuport: ignore`).
 
 mod args;
+mod assign;
 mod bind;
+mod called;
 mod fix;
 mod names;
 mod remove;

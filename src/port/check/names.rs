@@ -110,7 +110,10 @@ impl<'a> Checker<'a> {
     pub(super) fn check_reference(&mut self, node: AnyNodeRef<'a>) {
         let range = node.range();
         let maximal = !matches!(self.stack.last(), Some(AnyNodeRef::ExprAttribute(p)) if p.value.range() == range);
-        if self.index.refs.is_empty() && self.index.prefixes.is_empty() {
+        if self.index.refs.is_empty()
+            && self.index.prefixes.is_empty()
+            && self.index.calls.is_empty()
+        {
             return;
         }
         let q = match node {
@@ -146,6 +149,9 @@ impl<'a> Checker<'a> {
                 reference: Some(range),
                 keyword: None,
             });
+            return;
+        }
+        if self.reference_to_called(node, &q) {
             return;
         }
         if !maximal {

@@ -5,12 +5,87 @@
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr};
 use ruff_text_size::{Ranged, TextRange};
 
-use super::Checker;
-use crate::port::edit::{Edit, Fix, delete_statement};
+use super::{Checker, Match};
+use crate::port::edit::{self, Edit, Fix, delete_statement};
 use crate::port::parse::child_bodies;
-use crate::port::rules::Rule;
+use crate::port::rules::{FixClass, Matcher, Rule};
 
 impl<'a> Checker<'a> {
+    /// Where the rule has `remove_after` and the statement next to this call's statement (same
+    /// block, before or after) calls one of those names with the same arguments, the fix
+    /// removes the call instead, as safe: `torch.manual_seed(s)` seeds every device.
+    pub(super) fn duplicate_removal(
+        &self,
+        rule: &Rule,
+        m: &Match<'a>,
+    ) -> Option<Result<Fix, String>> {
+        if rule.remove_after.is_empty() {
+            return None;
+        }
+        let call = m.call?;
+        let pos = self.stack.iter().rposition(|n| n.as_stmt_ref().is_some())?;
+        let ast::StmtRef::Expr(stmt) = self.stack[pos].as_stmt_ref()? else {
+            return None;
+        };
+        if stmt.value.range() != call.range() {
+            return None;
+        }
+        let block: &[ast::Stmt] = match pos.checked_sub(1) {
+            None => &self.parsed.module.body,
+            Some(p) => child_bodies(self.stack[p])
+                .into_iter()
+                .find(|b| b.iter().any(|s| s.range() == stmt.range()))?,
+        };
+        let i = block.iter().position(|s| s.range() == stmt.range())?;
+        let args = |c: &ast::ExprCall| -> Vec<String> {
+            let args = c.arguments.args.iter().map(Ranged::range);
+            args.chain(c.arguments.keywords.iter().map(Ranged::range))
+                .map(|r| self.text(r).split_whitespace().collect())
+                .collect()
+        };
+        let own: &[String] = match &rule.matcher {
+            Matcher::Reference { exact, .. } | Matcher::Call(exact) => exact,
+            _ => &[],
+        };
+        // Walk over the same kind of call with the same arguments (`cuda.manual_seed(s)` then
+        // `cuda.manual_seed_all(s)`), back or forth, to the call that makes them duplicates.
+        let duplicate = |stmts: &mut dyn Iterator<Item = &ast::Stmt>| {
+            for s in stmts {
+                let ast::Stmt::Expr(e) = s else { return false };
+                let Expr::Call(other) = e.value.as_ref() else {
+                    return false;
+                };
+                let Some(q) = self.qualified(&other.func) else {
+                    return false;
+                };
+                if args(other) != args(call) {
+                    return false;
+                }
+                if rule.remove_after.contains(&q) {
+                    return true;
+                }
+                if !own.contains(&q) {
+                    return false;
+                }
+            }
+            false
+        };
+        if !duplicate(&mut block[..i].iter().rev()) && !duplicate(&mut block[i + 1..].iter()) {
+            return None;
+        }
+        let target = m.reference.unwrap_or(call.func.range());
+        Some(self.removal_fix(rule, target, 0, false).map(|mut fix| {
+            let loses = fix
+                .edits
+                .first()
+                .is_some_and(|e| self.parsed.has_comment_in(e.range));
+            if !loses {
+                fix.applicability = FixClass::Safe;
+            }
+            fix
+        }))
+    }
+
     /// The fix that deletes the statement holding `target` (the statement must consist of it).
     pub(super) fn removal_fix(
         &self,
@@ -21,6 +96,15 @@ impl<'a> Checker<'a> {
     ) -> Result<Fix, String> {
         let (edit, block) = self.remove_statement(target, depth, string_match)?;
         let mut fix = self.make_fix(rule, vec![edit], vec![], false);
+        // The comment that described the statement alone goes with it (not a lost comment:
+        // it would no longer be true).
+        let stmt = self.stack[..self.stack.len().saturating_sub(depth)]
+            .iter()
+            .rev()
+            .find(|n| n.as_stmt_ref().is_some());
+        if let Some(c) = stmt.and_then(|s| edit::leading_comments(self.src, s.range())) {
+            fix.edits.push(Edit::delete(c));
+        }
         fix.exclusive = Some(block);
         Ok(fix)
     }

@@ -186,6 +186,8 @@ pub(super) fn compile_rule(
         .replace
         .iter()
         .chain(act.args.iter().flatten())
+        .chain(act.assign.iter())
+        .chain(act.convert.values().flat_map(|c| c.literal.values()))
         .chain(act.convert.values().flat_map(|c| {
             [
                 &c.missing, &c.none, &c.int, &c.string, &c.true_, &c.false_, &c.other,
@@ -219,6 +221,7 @@ pub(super) fn compile_rule(
     check_qualified(&def.unless_uses)?;
     check_qualified(&def.only_if_uses)?;
     check_qualified(&def.not_if_uses)?;
+    check_qualified(&def.remove_after)?;
     Ok(Rule {
         id: def.id,
         family: family.to_string(),
@@ -239,6 +242,7 @@ pub(super) fn compile_rule(
         unless_uses: def.unless_uses,
         only_if_uses: def.only_if_uses,
         not_if_uses: def.not_if_uses,
+        remove_after: def.remove_after,
         needles,
         origin: origin.to_string(),
         line,
@@ -253,13 +257,14 @@ fn compile_action(act: &ActionDef, matcher: &Matcher) -> Result<Option<Action>> 
         act.string.is_some(),
         act.remove.is_some(),
         act.unwrap.is_some(),
+        act.assign.is_some(),
     ]
     .iter()
     .filter(|b| **b)
     .count();
     if n > 1 {
         bail!(
-            "[rule.action] takes one of `rename`, `replace`, `to`/`args`, `string`, `remove` or `unwrap`"
+            "[rule.action] takes one of `rename`, `replace`, `to`/`args`, `string`, `remove`, `unwrap` or `assign`"
         );
     }
     let is_string = matches!(matcher, Matcher::String { .. });
@@ -296,6 +301,15 @@ fn compile_action(act: &ActionDef, matcher: &Matcher) -> Result<Option<Action>> 
             bail!("remove = \"keyword\" works with `keyword` matches only");
         }
         Some(Action::Remove(k))
+    } else if let Some(t) = &act.assign {
+        if !matches!(matcher, Matcher::Reference { .. })
+            || act.params.as_ref().is_none_or(|p| p.len() != 1)
+        {
+            bail!(
+                "`assign` works with `reference` matches and one parameter (`params = [\"value\"]`)"
+            );
+        }
+        Some(Action::Assign(t.clone()))
     } else if act.unwrap.is_some() {
         if !matches!(matcher, Matcher::Call(_)) {
             bail!("unwrap = \"with\" works with `call` matches only");

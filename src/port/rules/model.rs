@@ -69,6 +69,8 @@ pub enum Action {
     /// Rewrite the static text of a string with a regex replacement.
     String(String),
     Remove(RemoveKind),
+    /// Replace the assignment `match = value` by a template (`{param}` = the value).
+    Assign(String),
 }
 
 #[derive(Debug)]
@@ -96,6 +98,9 @@ pub struct Rule {
     pub only_if_uses: Vec<String>,
     /// ...and none of these.
     pub not_if_uses: Vec<String>,
+    /// Where the statement next to it calls one of these with the same arguments, the fix
+    /// removes the statement (safe): the call is a duplicate.
+    pub remove_after: Vec<String>,
     /// Substrings that must all occur in a file for this rule to possibly fire (ASCII
     /// case-insensitive; `a|b` = either); empty = always check.
     pub needles: Vec<String>,
@@ -133,6 +138,12 @@ impl Rule {
             out.push(format!(
                 "unsafe in files that use {}{unless}",
                 self.unsafe_if_uses.join(", ")
+            ));
+        }
+        if !self.remove_after.is_empty() {
+            out.push(format!(
+                "removes the statement instead (safe) next to a call of {} with the same arguments",
+                self.remove_after.join(", ")
             ));
         }
         if let Some(n) = &self.note {

@@ -136,6 +136,10 @@ pub(super) struct RuleDef {
     /// ...and never in files that use one of these.
     #[serde(default)]
     pub(super) not_if_uses: Vec<String>,
+    /// The fix removes the statement instead (safe) where the statement next to it calls one of
+    /// these with the same arguments (`torch.manual_seed(s)` next to a CUDA seed).
+    #[serde(default)]
+    pub(super) remove_after: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -168,6 +172,9 @@ pub(super) struct ActionDef {
     pub(super) convert: BTreeMap<String, ConvertDef>,
     pub(super) string: Option<String>,
     pub(super) remove: Option<RemoveKind>,
+    /// `assign = "template"`: replace the assignment whose single target is the match by the
+    /// template, the assigned value bound to the first of `params`.
+    pub(super) assign: Option<String>,
     /// `unwrap = "with"`: replace the `with` statement the matched call opens by its body.
     pub(super) unwrap: Option<UnwrapKind>,
     /// A one-line comment left where the statement was rewritten or removed.
@@ -208,6 +215,9 @@ pub struct ConvertDef {
     #[serde(rename = "false")]
     pub false_: Option<String>,
     pub other: Option<String>,
+    /// A template per literal value (a string's text or an int), tried before the kind's.
+    #[serde(default)]
+    pub literal: BTreeMap<String, String>,
     /// Argument kinds for which the fix is only unsafe.
     #[serde(default, rename = "unsafe")]
     pub unsafe_for: Vec<ArgKind>,
