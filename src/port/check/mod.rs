@@ -11,11 +11,16 @@
 //! `strings.rs` (string literals and f-strings), `roles.rs` (where a string sits), `fix.rs` (a
 //! match into a diagnostic and its fix), `bind.rs` (arguments to parameters), `args.rs` (the new
 //! argument list), `remove.rs` (statement removal), `unwrap.rs` (`with` unwrapping) and
-//! `suppress.rs` (`# tpuport: ignore`).
+//! `suppress.rs` (`# tpuport: ignore`), `guard.rs` (tests that guard CUDA-only code keep their
+//! meaning), `foreign.rs` (device-like strings that are not this program's devices) and
+//! `flow.rs` (a string assigned to a name takes the roles of the name's uses).
 
 mod args;
 mod bind;
 mod fix;
+mod flow;
+mod foreign;
+mod guard;
 mod names;
 mod remove;
 mod roles;
@@ -81,6 +86,7 @@ pub fn check(
 }
 impl<'a> SourceOrderVisitor<'a> for Checker<'a> {
     fn enter_node(&mut self, node: AnyNodeRef<'a>) -> TraversalSignal {
+        let found = (self.diags.len(), self.fallbacks.len());
         match node {
             AnyNodeRef::StmtImport(_) | AnyNodeRef::StmtImportFrom(_) => {
                 return TraversalSignal::Skip;
@@ -103,6 +109,9 @@ impl<'a> SourceOrderVisitor<'a> for Checker<'a> {
             AnyNodeRef::ExprStringLiteral(s) => self.check_string_literal(s),
             AnyNodeRef::ExprFString(f) => self.check_fstring(f),
             _ => {}
+        }
+        if found != (self.diags.len(), self.fallbacks.len()) {
+            self.keep_cuda_guards(found.0, found.1);
         }
         self.stack.push(node);
         TraversalSignal::Traverse
