@@ -37,6 +37,9 @@ const LIBRARY_NOTE: &str = "not rewritten: this is the device type a custom op o
     registered for, and the registered code is CUDA code, which does not run on a TPU; register \
     a TPU (or composite) implementation by hand";
 
+const TEST_NOTE: &str = "not rewritten: a device name of a test's parametrization, not the \
+    program's device; add a TPU case by hand if the test should run there";
+
 impl<'a> Checker<'a> {
     /// Why the string at `range` (with these ancestors, outermost first) is not to be rewritten
     /// as this program's device, if it is not.
@@ -67,6 +70,14 @@ impl<'a> Checker<'a> {
                     child = k.range;
                 }
                 AnyNodeRef::Arguments(_) => {}
+                AnyNodeRef::ParameterWithDefault(_) => {
+                    // `def test_add(self, device="xla")`: the test framework's device name.
+                    let test = ancestors.iter().rev().find_map(|a| match a {
+                        AnyNodeRef::StmtFunctionDef(f) => Some(f.name.starts_with("test")),
+                        _ => None,
+                    });
+                    return test.unwrap_or(false).then(|| TEST_NOTE.into());
+                }
                 AnyNodeRef::ExprCall(c) => {
                     if c.func.range().contains_range(child) {
                         return None;
@@ -123,11 +134,7 @@ impl<'a> Checker<'a> {
             ));
         }
         if TEST_PARAMS.contains(&last) || matches!(keyword, Some("only_for" | "except_for")) {
-            return Some(
-                "not rewritten: a device name of a test's parametrization, not the program's \
-                 device; add a TPU case by hand if the test should run there"
-                    .into(),
-            );
+            return Some(TEST_NOTE.into());
         }
         if last == "add_argument" && matches!(keyword, Some("default" | "choices" | "const")) {
             if let Some(dest) = argparse_dest(c)

@@ -151,7 +151,7 @@ impl<'a> Checker<'a> {
                     }
                     if s.body.last().is_some_and(exits) {
                         let parent = pos.checked_sub(1).map(|p| stack[p]);
-                        scan.scan_stmts(self.after(parent, s.range));
+                        scan.scan_rest(self.after(parent, s.range));
                     }
                     return scan.found.map(guard_note);
                 }
@@ -165,7 +165,7 @@ impl<'a> Checker<'a> {
                 AnyNodeRef::StmtAssert(a) if a.test.range().contains_range(range) => {
                     let mut scan = self.scanner();
                     let parent = pos.checked_sub(1).map(|p| stack[p]);
-                    scan.scan_stmts(self.after(parent, a.range));
+                    scan.scan_rest(self.after(parent, a.range));
                     return scan.found.map(guard_note);
                 }
                 AnyNodeRef::ExprIf(e) if e.test.range().contains_range(range) => {
@@ -280,6 +280,16 @@ impl Scan<'_> {
             self.visit_stmt(stmt);
         }
     }
+
+    /// The code that runs after a guard that leaves: its statements, not the functions and
+    /// classes it defines (a `@triton.jit` kernel defined later in the module runs nothing).
+    fn scan_rest(&mut self, stmts: &[Stmt]) {
+        for stmt in stmts {
+            if !matches!(stmt, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
+                self.visit_stmt(stmt);
+            }
+        }
+    }
 }
 
 /// Module-level functions decorated with `@triton.jit`, `@triton.autotune(...)`,
@@ -294,7 +304,7 @@ fn triton_kernels(body: &[Stmt], sem: &Semantic) -> HashMap<String, String> {
                 };
                 let q = sem.qualified_name(e)?;
                 cuda_only_name(&q)?;
-                Some((f.name.to_string(), format!("the kernel `{}` (`@{q}`)", f.name)))
+                Some((f.name.to_string(), format!("the `@{q}` kernel `{}`", f.name)))
             }),
             _ => None,
         })

@@ -152,7 +152,10 @@ impl<'a> Checker<'a> {
                     if in_position {
                         let flow_veto = flow_veto.clone();
                         let mut d = self.string_diagnostic(i, &site);
-                        if d.fix.is_some() {
+                        let device = classes
+                            .iter()
+                            .any(|c| c.contains("device") || c == "map-location");
+                        if device && d.fix.is_some() {
                             let at = &self.stack[..self.stack.len() - site.depth];
                             if let Some(note) =
                                 self.not_a_device(at, site.form_range).or(flow_veto)
