@@ -78,12 +78,7 @@ impl<'a> Checker<'a> {
             }
         }
         let Some(name) = target else { return vec![] };
-        let Some(b) = self
-            .sem
-            .bindings
-            .iter()
-            .position(|b| b.range == name.range)
-        else {
+        let Some(b) = self.sem.bindings.iter().position(|b| b.range == name.range) else {
             return vec![];
         };
         let scope = self.sem.bindings[b].scope;

@@ -23,14 +23,27 @@ static DEVICE_NAME: LazyLock<Regex> = LazyLock::new(|| {
 
 /// Libraries with device names of their own.
 const OWN_NAMES: &[&str] = &[
-    "lightning", "pytorch_lightning", "lightning_fabric", "vllm", "deepspeed", "accelerate",
-    "sglang", "ray",
+    "lightning",
+    "pytorch_lightning",
+    "lightning_fabric",
+    "vllm",
+    "deepspeed",
+    "accelerate",
+    "sglang",
+    "ray",
 ];
 
 /// Test parametrization: a list of device names for tests, not the program's device.
 const TEST_PARAMS: &[&str] = &[
-    "parametrize", "parameterize", "parameterized", "expand", "instantiate_device_type_tests",
-    "instantiate_parametrized_tests", "onlyOn", "skipIfDevice", "deviceCountAtLeast",
+    "parametrize",
+    "parameterize",
+    "parameterized",
+    "expand",
+    "instantiate_device_type_tests",
+    "instantiate_parametrized_tests",
+    "onlyOn",
+    "skipIfDevice",
+    "deviceCountAtLeast",
 ];
 
 const LIBRARY_NOTE: &str = "not rewritten: this is the device type a custom op or kernel is \
@@ -189,4 +202,35 @@ fn mixed_list(elts: &[Expr]) -> Option<String> {
             accel.join(", ")
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use ruff_python_ast::Expr;
+
+    use super::mixed_list;
+    use crate::port::parse::parse;
+
+    fn list(src: &str) -> Option<String> {
+        let parsed = parse(src);
+        let ruff_python_ast::Stmt::Expr(e) = &parsed.module.body[0] else {
+            panic!()
+        };
+        let Expr::List(l) = e.value.as_ref() else {
+            panic!()
+        };
+        mixed_list(&l.elts)
+    }
+
+    #[test]
+    fn lists_of_one_device_type_are_devices() {
+        assert!(list(r#"["cuda", "cpu"]"#).is_none());
+        assert!(list(r#"["cuda:0", "cuda:1", "cpu"]"#).is_none());
+        assert!(list(r#"["cuda", "rocm"]"#).unwrap().contains("rocm"));
+        assert!(
+            list(r#"["cpu", "cuda", "xla"]"#)
+                .unwrap()
+                .contains("cuda, xla")
+        );
+    }
 }

@@ -24,21 +24,58 @@ static CUDA_ONLY_REASON: LazyLock<Regex> = LazyLock::new(|| {
 
 /// `torch.cuda.*` names that are CUDA-only machinery (no TPU counterpart a guard could select).
 const CUDA_ONLY_TORCH: &[&str] = &[
-    "CUDAGraph", "graph", "graphs", "make_graphed_callables", "cudart", "jiterator", "nvtx",
-    "nccl", "comm", "tunable", "Stream", "stream", "ExternalStream", "_sleep",
+    "CUDAGraph",
+    "graph",
+    "graphs",
+    "make_graphed_callables",
+    "cudart",
+    "jiterator",
+    "nvtx",
+    "nccl",
+    "comm",
+    "tunable",
+    "Stream",
+    "stream",
+    "ExternalStream",
+    "_sleep",
 ];
 
 /// Libraries whose code runs on NVIDIA GPUs only.
 const CUDA_ONLY_ROOTS: &[&str] = &[
-    "triton", "helion", "flash_attn", "flash_attn_2_cuda", "xformers", "apex", "amp_C",
-    "mamba_ssm", "causal_conv1d", "deep_gemm", "flashinfer", "cupy", "pycuda", "cutlass",
-    "transformer_engine", "sgl_kernel", "bitsandbytes", "nvfuser", "liger_kernel", "numba.cuda",
+    "triton",
+    "helion",
+    "flash_attn",
+    "flash_attn_2_cuda",
+    "xformers",
+    "apex",
+    "amp_C",
+    "mamba_ssm",
+    "causal_conv1d",
+    "deep_gemm",
+    "flashinfer",
+    "cupy",
+    "pycuda",
+    "cutlass",
+    "transformer_engine",
+    "sgl_kernel",
+    "bitsandbytes",
+    "nvfuser",
+    "liger_kernel",
+    "numba.cuda",
 ];
 
 /// `torch.ops` namespaces that are PyTorch's own (portable) operators.
 const PORTABLE_OPS: &[&str] = &[
-    "aten", "prims", "higher_order", "_c10d_functional", "c10d_functional", "c10d", "profiler",
-    "quantized", "_quantized", "tpu",
+    "aten",
+    "prims",
+    "higher_order",
+    "_c10d_functional",
+    "c10d_functional",
+    "c10d",
+    "profiler",
+    "quantized",
+    "_quantized",
+    "tpu",
 ];
 
 /// What makes this qualified name (or module path) CUDA-only, if it is.
@@ -156,7 +193,9 @@ impl<'a> Checker<'a> {
                     return scan.found.map(guard_note);
                 }
                 AnyNodeRef::ElifElseClause(c)
-                    if c.test.as_ref().is_some_and(|t| t.range().contains_range(range)) =>
+                    if c.test
+                        .as_ref()
+                        .is_some_and(|t| t.range().contains_range(range)) =>
                 {
                     let mut scan = self.scanner();
                     scan.scan_stmts(&c.body);
@@ -176,7 +215,10 @@ impl<'a> Checker<'a> {
                 }
                 AnyNodeRef::ExprCall(c)
                     if is_skip(&c.func)
-                        && c.arguments.args.first().is_some_and(|a| a.range().contains_range(range)) =>
+                        && c.arguments
+                            .args
+                            .first()
+                            .is_some_and(|a| a.range().contains_range(range)) =>
                 {
                     return self.skip_guard(c, &stack[..pos]);
                 }
@@ -304,7 +346,10 @@ fn triton_kernels(body: &[Stmt], sem: &Semantic) -> HashMap<String, String> {
                 };
                 let q = sem.qualified_name(e)?;
                 cuda_only_name(&q)?;
-                Some((f.name.to_string(), format!("the `@{q}` kernel `{}`", f.name)))
+                Some((
+                    f.name.to_string(),
+                    format!("the `@{q}` kernel `{}`", f.name),
+                ))
             }),
             _ => None,
         })
@@ -341,4 +386,35 @@ fn skip_note(why: &str) -> String {
         "not rewritten: this skip condition keeps a CUDA-only test off other devices ({why}); \
          leave it as it is, or port the test by hand"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cuda_only_name;
+
+    #[test]
+    fn cuda_only_names() {
+        for q in [
+            "triton.jit",
+            "helion.kernel",
+            "torch.ops.mylib.fused_add",
+            "torch.cuda.CUDAGraph",
+            "torch.utils.cpp_extension.load_inline",
+            "mylib._C.fused",
+            ".._C",
+            "fused_adam_cuda",
+            "flash_attn.flash_attn_func",
+        ] {
+            assert!(cuda_only_name(q).is_some(), "{q}");
+        }
+        for q in [
+            "torch.ops.aten.add",
+            "torch.cuda.synchronize",
+            "torch._C._get_tracing_state",
+            "numpy.zeros",
+            "os.environ",
+        ] {
+            assert!(cuda_only_name(q).is_none(), "{q}");
+        }
+    }
 }

@@ -143,9 +143,8 @@ impl<'a> Checker<'a> {
                     }
                 }
                 Some(classes) => {
-                    let (roles, flow_veto) = roles.get_or_insert_with(|| {
-                        self.roles_with_flow(site.form_range, site.depth)
-                    });
+                    let (roles, flow_veto) = roles
+                        .get_or_insert_with(|| self.roles_with_flow(site.form_range, site.depth));
                     let in_position = classes
                         .iter()
                         .any(|c| self.class_matches(c, roles, rule.min_args));
@@ -157,8 +156,7 @@ impl<'a> Checker<'a> {
                             .any(|c| c.contains("device") || c == "map-location");
                         if device && d.fix.is_some() {
                             let at = &self.stack[..self.stack.len() - site.depth];
-                            if let Some(note) =
-                                self.not_a_device(at, site.form_range).or(flow_veto)
+                            if let Some(note) = self.not_a_device(at, site.form_range).or(flow_veto)
                             {
                                 d.fix = None;
                                 d.note = Some(note);
