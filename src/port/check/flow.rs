@@ -48,19 +48,21 @@ impl<'a> Checker<'a> {
         let ancestors = &self.stack[..self.stack.len() - depth];
         let mut roles = self.roles_in(ancestors, range);
         let mut veto = None;
-        for (anc, at) in self.uses_of_assigned(ancestors, range) {
+        for (anc, at) in self.uses_of_assigned(ancestors, range, false) {
             roles.extend(self.roles_in(&anc, at));
             veto = veto.or_else(|| self.not_a_device(&anc, at));
         }
         (roles, veto)
     }
 
-    /// For `name = <string>` (through conditional expressions and `or`), where `name` is bound
-    /// once in its scope: each read of it, with its ancestors.
-    fn uses_of_assigned(
+    /// For `name = <string>` (through conditional expressions and `or`; with `test`, also
+    /// through `not`, comparisons and the callee of a call: `use_triton = not x.is_cuda`), where
+    /// `name` is bound once in its scope: each read of it, with its ancestors.
+    pub(super) fn uses_of_assigned(
         &self,
         ancestors: &[AnyNodeRef<'a>],
         range: TextRange,
+        test: bool,
     ) -> Vec<(Vec<AnyNodeRef<'a>>, TextRange)> {
         let mut child = range;
         let mut target = None;
@@ -68,6 +70,9 @@ impl<'a> Checker<'a> {
             match anc {
                 AnyNodeRef::ExprIf(e) if e.test.range() != child => child = e.range,
                 AnyNodeRef::ExprBoolOp(e) => child = e.range,
+                AnyNodeRef::ExprUnaryOp(e) if test => child = e.range,
+                AnyNodeRef::ExprCompare(e) if test => child = e.range,
+                AnyNodeRef::ExprCall(e) if test && e.func.range() == child => child = e.range(),
                 AnyNodeRef::StmtAssign(a) if a.targets.len() == 1 => {
                     if let Expr::Name(n) = &a.targets[0] {
                         target = Some(n);

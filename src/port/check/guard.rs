@@ -177,11 +177,17 @@ impl<'a> Checker<'a> {
     /// If the expression at `range` is (part of) the test of a guard whose code is CUDA-only:
     /// the note for its finding.
     fn cuda_only_guard(&self, range: TextRange) -> Option<String> {
-        let stack = &self.stack;
+        self.guard_in(&self.stack, range, true)
+    }
+
+    /// [`Self::cuda_only_guard`] for the expression at `range` with these ancestors; with
+    /// `follow`, a test first assigned to a name (`use_triton = x.is_cuda and HAS_TRITON`) is
+    /// followed to the guards that read the name.
+    fn guard_in(&self, stack: &[AnyNodeRef<'a>], range: TextRange, follow: bool) -> Option<String> {
         for pos in (0..stack.len()).rev() {
             match stack[pos] {
                 AnyNodeRef::StmtIf(s) if s.test.range().contains_range(range) => {
-                    let mut scan = self.scanner();
+                    let mut scan = self.scanner(stack);
                     scan.scan_stmts(&s.body);
                     for c in &s.elif_else_clauses {
                         scan.scan_stmts(&c.body);
@@ -197,18 +203,18 @@ impl<'a> Checker<'a> {
                         .as_ref()
                         .is_some_and(|t| t.range().contains_range(range)) =>
                 {
-                    let mut scan = self.scanner();
+                    let mut scan = self.scanner(stack);
                     scan.scan_stmts(&c.body);
                     return scan.found.map(guard_note);
                 }
                 AnyNodeRef::StmtAssert(a) if a.test.range().contains_range(range) => {
-                    let mut scan = self.scanner();
+                    let mut scan = self.scanner(stack);
                     let parent = pos.checked_sub(1).map(|p| stack[p]);
                     scan.scan_rest(self.after(parent, a.range));
                     return scan.found.map(guard_note);
                 }
                 AnyNodeRef::ExprIf(e) if e.test.range().contains_range(range) => {
-                    let mut scan = self.scanner();
+                    let mut scan = self.scanner(stack);
                     scan.visit_expr(&e.body);
                     scan.visit_expr(&e.orelse);
                     return scan.found.map(guard_note);
@@ -221,6 +227,12 @@ impl<'a> Checker<'a> {
                             .is_some_and(|a| a.range().contains_range(range)) =>
                 {
                     return self.skip_guard(c, &stack[..pos]);
+                }
+                AnyNodeRef::StmtAssign(_) if follow => {
+                    return self
+                        .uses_of_assigned(stack, range, true)
+                        .into_iter()
+                        .find_map(|(anc, at)| self.guard_in(&anc, at, false));
                 }
                 AnyNodeRef::StmtFunctionDef(_)
                 | AnyNodeRef::StmtClassDef(_)
@@ -248,7 +260,7 @@ impl<'a> Checker<'a> {
         }
         let n = ancestors.len();
         if n >= 2 && matches!(ancestors[n - 1], AnyNodeRef::Decorator(_)) {
-            let mut scan = self.scanner();
+            let mut scan = self.scanner(ancestors);
             match ancestors[n - 2] {
                 AnyNodeRef::StmtFunctionDef(f) => scan.scan_stmts(&f.body),
                 AnyNodeRef::StmtClassDef(k) => scan.scan_stmts(&k.body),
@@ -261,14 +273,14 @@ impl<'a> Checker<'a> {
 
     /// A scan that knows the file's Triton kernels and the names the module, and the function
     /// around the guard, assign from CUDA-only code.
-    fn scanner(&self) -> Scan<'_> {
+    fn scanner(&self, stack: &[AnyNodeRef<'a>]) -> Scan<'_> {
         let module = &self.parsed.module.body;
         let mut scan = Scan {
             sem: self.sem,
             kernels: triton_kernels(module, self.sem),
             found: None,
         };
-        let func = self.stack.iter().rev().find_map(|n| match n {
+        let func = stack.iter().rev().find_map(|n| match n {
             AnyNodeRef::StmtFunctionDef(f) => Some(&f.body[..]),
             _ => None,
         });
