@@ -50,10 +50,23 @@ const LIBRARY_NOTE: &str = "not rewritten: this is the device type a custom op o
     registered for, and the registered code is CUDA code, which does not run on a TPU; register \
     a TPU (or composite) implementation by hand";
 
+const LIGHTNING_NOTE: &str = "not rewritten: Lightning's `accelerator` names a Lightning \
+    Accelerator, and \"tpu\" there means torch_xla's XLAAccelerator, not TorchTPU; choose the \
+    device by hand (see Lightning's notes on TorchTPU)";
+
 const TEST_NOTE: &str = "not rewritten: a device name of a test's parametrization, not the \
     program's device; add a TPU case by hand if the test should run there";
 
 impl<'a> Checker<'a> {
+    /// In a file that imports Lightning, a setting named `accelerator` is Lightning's.
+    fn lightning_setting(&self, name: &str) -> Option<String> {
+        let lightning = self.sem.module_imports().any(|(_, q)| {
+            let root = q.split('.').next().unwrap_or("");
+            matches!(root, "lightning" | "pytorch_lightning" | "lightning_fabric")
+        });
+        (lightning && name.ends_with("accelerator")).then(|| LIGHTNING_NOTE.into())
+    }
+
     /// Why the string at `range` (with these ancestors, outermost first) is not to be rewritten
     /// as this program's device, if it is not.
     pub(super) fn not_a_device(
@@ -83,6 +96,22 @@ impl<'a> Checker<'a> {
                     child = k.range;
                 }
                 AnyNodeRef::Arguments(_) => {}
+                AnyNodeRef::ExprDict(d) => {
+                    let key = d.items.iter().find_map(|i| match &i.key {
+                        Some(Expr::StringLiteral(k)) if i.value.range() == child => {
+                            Some(k.value.to_str())
+                        }
+                        _ => None,
+                    });
+                    return key.and_then(|k| self.lightning_setting(k));
+                }
+                AnyNodeRef::StmtAssign(a) => {
+                    return a.targets.iter().find_map(|t| match t {
+                        Expr::Name(n) => self.lightning_setting(n.id.as_str()),
+                        Expr::Attribute(x) => self.lightning_setting(x.attr.as_str()),
+                        _ => None,
+                    });
+                }
                 AnyNodeRef::ParameterWithDefault(_) => {
                     // `def test_add(self, device="xla")`: the test framework's device name.
                     let test = ancestors.iter().rev().find_map(|a| match a {
@@ -131,12 +160,7 @@ impl<'a> Checker<'a> {
             Some("lightning" | "pytorch_lightning" | "lightning_fabric")
         ) || matches!(last, "Trainer" | "Fabric");
         if lightning || keyword == Some("accelerator") {
-            return Some(
-                "not rewritten: Lightning's `accelerator=` names a Lightning Accelerator, and \
-                 \"tpu\" there means torch_xla's XLAAccelerator, not TorchTPU; choose the device \
-                 by hand (see Lightning's notes on TorchTPU)"
-                    .into(),
-            );
+            return Some(LIGHTNING_NOTE.into());
         }
         if let (Some(q), Some(root)) = (&q, root)
             && OWN_NAMES.contains(&root)

@@ -228,7 +228,7 @@ impl<'a> Checker<'a> {
                 {
                     return self.skip_guard(c, &stack[..pos]);
                 }
-                AnyNodeRef::StmtAssign(_) if follow => {
+                AnyNodeRef::StmtAssign(a) if follow && is_test_like(&a.value) => {
                     return self
                         .uses_of_assigned(stack, range, true)
                         .into_iter()
@@ -366,6 +366,17 @@ fn triton_kernels(body: &[Stmt], sem: &Semantic) -> HashMap<String, String> {
             _ => None,
         })
         .collect()
+}
+
+/// A value that is a condition (`x.is_cuda and ...`, `torch.cuda.is_available()`, `not ...`,
+/// a comparison): only such an assignment is followed to its uses.
+fn is_test_like(e: &Expr) -> bool {
+    match e {
+        Expr::BoolOp(_) | Expr::UnaryOp(_) | Expr::Compare(_) => true,
+        Expr::Attribute(a) => a.attr.starts_with("is_"),
+        Expr::Call(c) => matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.starts_with("is_")),
+        _ => false,
+    }
 }
 
 /// Does the block end by leaving (so the code after the `if` is the other branch)?
