@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use regex::Regex;
-use ruff_python_ast::visitor::source_order::{SourceOrderVisitor, TraversalSignal};
+use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor, TraversalSignal};
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr, ExprContext, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
@@ -129,25 +129,44 @@ impl<'a> SourceOrderVisitor<'a> for Scan<'_> {
                         .find_map(|a| cuda_only_name(&format!("{module}.{}", a.name)))
                 })
             }
-            AnyNodeRef::ExprName(n) if n.ctx == ExprContext::Load => {
-                if let Some(what) = self.kernels.get(n.id.as_str()) {
-                    Some(what.clone())
-                } else {
-                    self.sem
-                        .qualified_name(&Expr::Name(n.clone()))
-                        .and_then(|q| cuda_only_name(&q))
-                }
-            }
-            AnyNodeRef::ExprAttribute(a) if a.ctx == ExprContext::Load => self
-                .sem
-                .qualified_name(&Expr::Attribute(a.clone()))
-                .and_then(|q| cuda_only_name(&q)),
             _ => None,
         };
         if self.found.is_some() {
             TraversalSignal::Skip
         } else {
             TraversalSignal::Traverse
+        }
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if self.found.is_some() {
+            return;
+        }
+        self.found = match expr {
+            Expr::Name(n) if n.ctx == ExprContext::Load => match self.kernels.get(n.id.as_str()) {
+                Some(what) => Some(what.clone()),
+                None => self
+                    .sem
+                    .qualified_name(expr)
+                    .and_then(|q| cuda_only_name(&q)),
+            },
+            Expr::Attribute(a) if a.ctx == ExprContext::Load => {
+                let method = match a.value.as_ref() {
+                    Expr::Name(n) if n.id.as_str() == "self" => {
+                        self.kernels.get(&format!("self.{}", a.attr)).cloned()
+                    }
+                    _ => None,
+                };
+                method.or_else(|| {
+                    self.sem
+                        .qualified_name(expr)
+                        .and_then(|q| cuda_only_name(&q))
+                })
+            }
+            _ => None,
+        };
+        if self.found.is_none() {
+            source_order::walk_expr(self, expr);
         }
     }
 }
@@ -277,7 +296,10 @@ impl<'a> Checker<'a> {
         let module = &self.parsed.module.body;
         let mut scan = Scan {
             sem: self.sem,
-            kernels: triton_kernels(module, self.sem),
+            kernels: self
+                .cuda_defs
+                .get_or_init(|| cuda_only_defs(module, self.sem))
+                .clone(),
             found: None,
         };
         let func = stack.iter().rev().find_map(|n| match n {
@@ -344,6 +366,44 @@ impl Scan<'_> {
             }
         }
     }
+}
+
+/// The module's CUDA-only functions: Triton kernels, and functions and methods (as
+/// `self.name`) that use one or other CUDA-only code (two levels deep).
+fn cuda_only_defs(module: &[Stmt], sem: &Semantic) -> HashMap<String, String> {
+    let mut scan = Scan {
+        sem,
+        kernels: triton_kernels(module, sem),
+        found: None,
+    };
+    let mut defs: Vec<(String, &[Stmt])> = vec![];
+    for stmt in module {
+        match stmt {
+            Stmt::FunctionDef(f) => defs.push((f.name.to_string(), &f.body)),
+            Stmt::ClassDef(c) => {
+                for m in &c.body {
+                    if let Stmt::FunctionDef(f) = m {
+                        defs.push((format!("self.{}", f.name), &f.body));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    for _ in 0..2 {
+        for (name, body) in &defs {
+            if scan.kernels.contains_key(name) {
+                continue;
+            }
+            scan.found = None;
+            scan.scan_stmts(body);
+            if let Some(what) = scan.found.take() {
+                let desc = format!("`{name}`, which uses {what}");
+                scan.kernels.insert(name.clone(), desc);
+            }
+        }
+    }
+    scan.kernels
 }
 
 /// Module-level functions decorated with `@triton.jit`, `@triton.autotune(...)`,

@@ -28,7 +28,8 @@ mod strings;
 mod suppress;
 mod unwrap;
 
-use std::collections::HashSet;
+use std::cell::OnceCell;
+use std::collections::{HashMap, HashSet};
 
 use ruff_python_ast::visitor::source_order::{SourceOrderVisitor, TraversalSignal};
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr, ExprContext};
@@ -53,6 +54,8 @@ pub struct Checker<'a> {
     diags: Vec<Diagnostic>,
     fallbacks: Vec<Diagnostic>,
     import_names: HashSet<&'a str>,
+    /// The module's CUDA-only functions, found once when a guard first asks (`guard.rs`).
+    cuda_defs: OnceCell<HashMap<String, String>>,
 }
 
 /// Run the rules over one parsed module. `facts` describe the file as the user gave it (not
@@ -78,6 +81,7 @@ pub fn check(
         diags: vec![],
         fallbacks: vec![],
         import_names: sem.import_names(),
+        cuda_defs: OnceCell::new(),
     };
     for stmt in &parsed.module.body {
         c.visit_stmt(stmt);
