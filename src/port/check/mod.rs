@@ -12,13 +12,19 @@
 //! f-strings), `roles.rs` (where a string sits), `fix.rs` (a match into a diagnostic and its
 //! fix), `bind.rs` (arguments to parameters), `args.rs` (the new argument list), `remove.rs`
 //! (statement removal, duplicates), `assign.rs` (assignments rewritten by their value),
-//! `unwrap.rs` (`with` unwrapping) and `suppress.rs` (`# tpuport: ignore`).
+//! `unwrap.rs` (`with` unwrapping), `suppress.rs` (`# tpuport: ignore`), `guard.rs` (tests that
+//! guard CUDA-only code keep their meaning), `foreign.rs` (device-like strings that are not this
+//! program's devices) and `flow.rs` (a string assigned to a name takes the roles of the name's
+//! uses).
 
 mod args;
 mod assign;
 mod bind;
 mod called;
 mod fix;
+mod flow;
+mod foreign;
+mod guard;
 mod names;
 mod remove;
 mod roles;
@@ -26,7 +32,8 @@ mod strings;
 mod suppress;
 mod unwrap;
 
-use std::collections::HashSet;
+use std::cell::OnceCell;
+use std::collections::{HashMap, HashSet};
 
 use ruff_python_ast::visitor::source_order::{SourceOrderVisitor, TraversalSignal};
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr, ExprContext};
@@ -51,6 +58,8 @@ pub struct Checker<'a> {
     diags: Vec<Diagnostic>,
     fallbacks: Vec<Diagnostic>,
     import_names: HashSet<&'a str>,
+    /// The module's CUDA-only functions, found once when a guard first asks (`guard.rs`).
+    cuda_defs: OnceCell<HashMap<String, String>>,
 }
 
 /// Run the rules over one parsed module. `facts` describe the file as the user gave it (not
@@ -76,6 +85,7 @@ pub fn check(
         diags: vec![],
         fallbacks: vec![],
         import_names: sem.import_names(),
+        cuda_defs: OnceCell::new(),
     };
     for stmt in &parsed.module.body {
         c.visit_stmt(stmt);
@@ -84,6 +94,7 @@ pub fn check(
 }
 impl<'a> SourceOrderVisitor<'a> for Checker<'a> {
     fn enter_node(&mut self, node: AnyNodeRef<'a>) -> TraversalSignal {
+        let found = (self.diags.len(), self.fallbacks.len());
         match node {
             AnyNodeRef::StmtImport(_) | AnyNodeRef::StmtImportFrom(_) => {
                 return TraversalSignal::Skip;
@@ -106,6 +117,9 @@ impl<'a> SourceOrderVisitor<'a> for Checker<'a> {
             AnyNodeRef::ExprStringLiteral(s) => self.check_string_literal(s),
             AnyNodeRef::ExprFString(f) => self.check_fstring(f),
             _ => {}
+        }
+        if found != (self.diags.len(), self.fallbacks.len()) {
+            self.keep_cuda_guards(found.0, found.1);
         }
         self.stack.push(node);
         TraversalSignal::Traverse

@@ -49,12 +49,12 @@ impl<'a> Checker<'a> {
         })
     }
 
-    /// The roles of an expression at `range`, found by walking up through transparent parents.
-    pub(super) fn roles(&self, range: TextRange, depth: usize) -> Vec<Role> {
+    /// The roles of the expression at `range` whose ancestors (outermost first) are these, found
+    /// by walking up through transparent parents.
+    pub(super) fn roles_in(&self, ancestors: &[AnyNodeRef<'a>], range: TextRange) -> Vec<Role> {
         let mut roles = vec![];
         let mut child = range;
         let mut keyword: Option<&str> = None;
-        let ancestors = &self.stack[..self.stack.len() - depth];
         for (pos, anc) in ancestors.iter().enumerate().rev() {
             match anc {
                 AnyNodeRef::ExprIf(e) if e.test.range() != child => child = e.range,
@@ -206,7 +206,7 @@ fn ident_of(e: &Expr) -> Option<String> {
 }
 
 /// `parser.add_argument("--device", "-d", ...)` → `device` (or its `dest=`).
-fn argparse_dest(c: &ast::ExprCall) -> Option<String> {
+pub(super) fn argparse_dest(c: &ast::ExprCall) -> Option<String> {
     if let Some(kw) = c.arguments.find_keyword("dest")
         && let Expr::StringLiteral(s) = &kw.value
     {

@@ -118,7 +118,7 @@ impl<'a> Checker<'a> {
     }
 
     pub(super) fn check_string(&mut self, site: StringSite) {
-        let mut roles: Option<Vec<Role>> = None;
+        let mut roles: Option<(Vec<Role>, Option<String>)> = None;
         let mut fallback_hit = None;
         for &i in &self.index.strings {
             if !self.is_active(i) {
@@ -143,13 +143,25 @@ impl<'a> Checker<'a> {
                     }
                 }
                 Some(classes) => {
-                    let roles =
-                        roles.get_or_insert_with(|| self.roles(site.form_range, site.depth));
+                    let (roles, flow_veto) = roles
+                        .get_or_insert_with(|| self.roles_with_flow(site.form_range, site.depth));
                     let in_position = classes
                         .iter()
                         .any(|c| self.class_matches(c, roles, rule.min_args));
                     if in_position {
-                        let d = self.string_diagnostic(i, &site);
+                        let flow_veto = flow_veto.clone();
+                        let mut d = self.string_diagnostic(i, &site);
+                        let device = classes
+                            .iter()
+                            .any(|c| c.contains("device") || c == "map-location");
+                        if device && d.fix.is_some() {
+                            let at = &self.stack[..self.stack.len() - site.depth];
+                            if let Some(note) = self.not_a_device(at, site.form_range).or(flow_veto)
+                            {
+                                d.fix = None;
+                                d.note = Some(note);
+                            }
+                        }
                         self.diags.push(d);
                         return;
                     }

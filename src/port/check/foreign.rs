@@ -1,0 +1,260 @@
+//! Device-like strings that are not this program's devices, though they sit in a place that
+//! looks like one: an argument of a `torch.cuda.*` API (a CUDA API must not get a TPU string),
+//! the device type a custom op registers a kernel for (`device_types="cuda"`), another library's
+//! own names (Lightning's `accelerator="cuda"`: "tpu" there means torch_xla; vLLM, DeepSpeed,
+//! accelerate), the values of an argparse flag that is not a device flag (`--gpu_arch_type`
+//! with `choices=["cuda", "rocm"]`), a list that also holds names which are not devices or that
+//! names several device types, a test's device parametrization. A finding there keeps no fix;
+//! its note says why.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use ruff_python_ast::{self as ast, AnyNodeRef, Expr};
+use ruff_text_size::{Ranged, TextRange};
+
+use super::Checker;
+use super::roles::argparse_dest;
+
+/// A string that names a device type of PyTorch (or Lightning's "gpu"/"auto").
+static DEVICE_NAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(cpu|cuda|mps|xpu|xla|tpu|meta|hpu|npu|mtia|ipu|privateuseone|lazy|vulkan|hip|maia|gpu|auto)(:\d+)?$").unwrap()
+});
+
+/// Libraries with device names of their own.
+const OWN_NAMES: &[&str] = &[
+    "lightning",
+    "pytorch_lightning",
+    "lightning_fabric",
+    "vllm",
+    "deepspeed",
+    "accelerate",
+    "sglang",
+    "ray",
+];
+
+/// Test parametrization: a list of device names for tests, not the program's device.
+const TEST_PARAMS: &[&str] = &[
+    "parametrize",
+    "parameterize",
+    "parameterized",
+    "expand",
+    "instantiate_device_type_tests",
+    "instantiate_parametrized_tests",
+    "onlyOn",
+    "skipIfDevice",
+    "deviceCountAtLeast",
+];
+
+const LIBRARY_NOTE: &str = "not rewritten: this is the device type a custom op or kernel is \
+    registered for, and the registered code is CUDA code, which does not run on a TPU; register \
+    a TPU (or composite) implementation by hand";
+
+const LIGHTNING_NOTE: &str = "not rewritten: Lightning's `accelerator` names a Lightning \
+    Accelerator, and \"tpu\" there means torch_xla's XLAAccelerator, not TorchTPU; choose the \
+    device by hand (see Lightning's notes on TorchTPU)";
+
+const TEST_NOTE: &str = "not rewritten: a device name of a test's parametrization, not the \
+    program's device; add a TPU case by hand if the test should run there";
+
+impl<'a> Checker<'a> {
+    /// In a file that imports Lightning, a setting named `accelerator` is Lightning's.
+    fn lightning_setting(&self, name: &str) -> Option<String> {
+        let lightning = self.sem.module_imports().any(|(_, q)| {
+            let root = q.split('.').next().unwrap_or("");
+            matches!(root, "lightning" | "pytorch_lightning" | "lightning_fabric")
+        });
+        (lightning && name.ends_with("accelerator")).then(|| LIGHTNING_NOTE.into())
+    }
+
+    /// Why the string at `range` (with these ancestors, outermost first) is not to be rewritten
+    /// as this program's device, if it is not.
+    pub(super) fn not_a_device(
+        &self,
+        ancestors: &[AnyNodeRef<'a>],
+        range: TextRange,
+    ) -> Option<String> {
+        let mut child = range;
+        let mut keyword: Option<&str> = None;
+        for anc in ancestors.iter().rev() {
+            match anc {
+                AnyNodeRef::ExprIf(e) if e.test.range() != child => child = e.range,
+                AnyNodeRef::ExprBoolOp(e) => child = e.range,
+                AnyNodeRef::ExprList(ast::ExprList { elts, range, .. })
+                | AnyNodeRef::ExprTuple(ast::ExprTuple { elts, range, .. })
+                | AnyNodeRef::ExprSet(ast::ExprSet { elts, range, .. }) => {
+                    if let Some(note) = mixed_list(elts) {
+                        return Some(note);
+                    }
+                    child = *range;
+                }
+                AnyNodeRef::Keyword(k) => {
+                    keyword = k.arg.as_ref().map(|a| a.as_str());
+                    if keyword == Some("device_types") {
+                        return Some(LIBRARY_NOTE.into());
+                    }
+                    child = k.range;
+                }
+                AnyNodeRef::Arguments(_) => {}
+                AnyNodeRef::ExprDict(d) => {
+                    let key = d.items.iter().find_map(|i| match &i.key {
+                        Some(Expr::StringLiteral(k)) if i.value.range() == child => {
+                            Some(k.value.to_str())
+                        }
+                        _ => None,
+                    });
+                    return key.and_then(|k| self.lightning_setting(k));
+                }
+                AnyNodeRef::StmtAssign(a) => {
+                    return a.targets.iter().find_map(|t| match t {
+                        Expr::Name(n) => self.lightning_setting(n.id.as_str()),
+                        Expr::Attribute(x) => self.lightning_setting(x.attr.as_str()),
+                        _ => None,
+                    });
+                }
+                AnyNodeRef::ParameterWithDefault(_) => {
+                    // `def test_add(self, device="xla")`: the test framework's device name.
+                    let test = ancestors.iter().rev().find_map(|a| match a {
+                        AnyNodeRef::StmtFunctionDef(f) => Some(f.name.starts_with("test")),
+                        _ => None,
+                    });
+                    return test.unwrap_or(false).then(|| TEST_NOTE.into());
+                }
+                AnyNodeRef::ExprCall(c) => {
+                    if c.func.range().contains_range(child) {
+                        return None;
+                    }
+                    return self.foreign_call(c, keyword);
+                }
+                _ => return None,
+            }
+        }
+        None
+    }
+
+    /// The string is an argument of this call (as `keyword`, or positional).
+    fn foreign_call(&self, c: &ast::ExprCall, keyword: Option<&str>) -> Option<String> {
+        let q = self.sem.qualified_name(&c.func);
+        let last = match c.func.as_ref() {
+            Expr::Attribute(a) => a.attr.as_str(),
+            Expr::Name(n) => n.id.as_str(),
+            _ => "",
+        };
+        if let Some(q) = &q {
+            if q.starts_with("torch.cuda.") {
+                return Some(format!(
+                    "not rewritten: an argument of `{q}`, a CUDA API, must not name a TPU device; \
+                     migrate the call (its own rule rewrites the argument with it), or by hand"
+                ));
+            }
+            if q.starts_with("torch.library.") {
+                return Some(LIBRARY_NOTE.into());
+            }
+        }
+        if matches!(last, "custom_op" | "register_kernel" | "triton_op") {
+            return Some(LIBRARY_NOTE.into());
+        }
+        let root = q.as_deref().map(|q| q.split('.').next().unwrap_or(""));
+        let lightning = matches!(
+            root,
+            Some("lightning" | "pytorch_lightning" | "lightning_fabric")
+        ) || matches!(last, "Trainer" | "Fabric");
+        if lightning || keyword == Some("accelerator") {
+            return Some(LIGHTNING_NOTE.into());
+        }
+        if let (Some(q), Some(root)) = (&q, root)
+            && OWN_NAMES.contains(&root)
+        {
+            return Some(format!(
+                "not rewritten: `{q}` takes {root}'s own device names; check its TPU support and \
+                 change the value by hand"
+            ));
+        }
+        if TEST_PARAMS.contains(&last) || matches!(keyword, Some("only_for" | "except_for")) {
+            return Some(TEST_NOTE.into());
+        }
+        if last == "add_argument" && matches!(keyword, Some("default" | "choices" | "const")) {
+            if let Some(dest) = argparse_dest(c)
+                && !dest.to_ascii_lowercase().contains("device")
+            {
+                return Some(format!(
+                    "not rewritten: the values of the `{dest}` flag are not known to be devices \
+                     (a flag's allowed values are its own); if the flag names a device, change \
+                     them by hand"
+                ));
+            }
+            if let Some(choices) = c.arguments.find_keyword("choices")
+                && let Expr::List(ast::ExprList { elts, .. })
+                | Expr::Tuple(ast::ExprTuple { elts, .. }) = &choices.value
+                && let Some(note) = mixed_list(elts)
+            {
+                return Some(note);
+            }
+        }
+        None
+    }
+}
+
+/// A list that also holds a name which is not a device, or that names several device types
+/// (a test's devices, backend names): not one device of this program.
+fn mixed_list(elts: &[Expr]) -> Option<String> {
+    let names: Vec<&str> = elts
+        .iter()
+        .filter_map(|e| match e {
+            Expr::StringLiteral(s) => Some(s.value.to_str()),
+            _ => None,
+        })
+        .collect();
+    if let Some(other) = names.iter().find(|n| !DEVICE_NAME.is_match(n)) {
+        return Some(format!(
+            "not rewritten: the list also holds \"{other}\", which is not a device: these are \
+             names of something else (a flag's values, backends); change it by hand if it is a \
+             device"
+        ));
+    }
+    let mut accel: Vec<&str> = names
+        .iter()
+        .map(|n| n.split(':').next().unwrap_or(n))
+        .filter(|t| !matches!(*t, "cpu" | "meta" | "auto"))
+        .collect();
+    accel.sort_unstable();
+    accel.dedup();
+    (accel.len() > 1).then(|| {
+        format!(
+            "not rewritten: the list names several device types ({}), as a test's or a \
+             backend table's does; add or replace the TPU entry by hand",
+            accel.join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use ruff_python_ast::Expr;
+
+    use super::mixed_list;
+    use crate::port::parse::parse;
+
+    fn list(src: &str) -> Option<String> {
+        let parsed = parse(src);
+        let ruff_python_ast::Stmt::Expr(e) = &parsed.module.body[0] else {
+            panic!()
+        };
+        let Expr::List(l) = e.value.as_ref() else {
+            panic!()
+        };
+        mixed_list(&l.elts)
+    }
+
+    #[test]
+    fn lists_of_one_device_type_are_devices() {
+        assert!(list(r#"["cuda", "cpu"]"#).is_none());
+        assert!(list(r#"["cuda:0", "cuda:1", "cpu"]"#).is_none());
+        assert!(list(r#"["cuda", "rocm"]"#).unwrap().contains("rocm"));
+        assert!(
+            list(r#"["cpu", "cuda", "xla"]"#)
+                .unwrap()
+                .contains("cuda, xla")
+        );
+    }
+}

@@ -1,0 +1,503 @@
+//! Guards of CUDA-only code: is this test (`x.is_cuda`, `torch.cuda.is_available()`,
+//! `x.device.type == "cuda"`) what keeps TPU tensors away from a Triton kernel, a CUDA graph, a
+//! custom op or a compiled extension? `if not x.is_cuda: return portable(x)` before a Triton
+//! launch, `if torch.cuda.is_available(): <CUDA graph>`, `y = kernel(x) if x.is_cuda else
+//! ref(x)`, `@unittest.skipUnless(torch.cuda.is_available(), "CUDA-only")`: rewriting such a test
+//! to ask about the TPU would send TPU tensors into CUDA code. A finding in such a test keeps no
+//! fix; its note says what the guarded code is.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor, TraversalSignal};
+use ruff_python_ast::{self as ast, AnyNodeRef, Expr, ExprContext, Stmt};
+use ruff_text_size::{Ranged, TextRange};
+
+use super::Checker;
+use crate::port::semantic::Semantic;
+
+/// A skip reason that says the test is about CUDA-only machinery.
+static CUDA_ONLY_REASON: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)cuda[- _]?only|only (on|for|with) cuda|triton|helion|cuda ?graph|cudnn|cutlass|nccl|cuda kernel|custom (cuda )?kernel|cpp_extension|flash.?attn|nvfuser|cupy").unwrap()
+});
+
+/// `torch.cuda.*` names that are CUDA-only machinery (no TPU counterpart a guard could select).
+const CUDA_ONLY_TORCH: &[&str] = &[
+    "CUDAGraph",
+    "graph",
+    "graphs",
+    "make_graphed_callables",
+    "cudart",
+    "jiterator",
+    "nvtx",
+    "nccl",
+    "comm",
+    "tunable",
+    "Stream",
+    "stream",
+    "ExternalStream",
+    "_sleep",
+];
+
+/// Libraries whose code runs on NVIDIA GPUs only.
+const CUDA_ONLY_ROOTS: &[&str] = &[
+    "triton",
+    "helion",
+    "flash_attn",
+    "flash_attn_2_cuda",
+    "xformers",
+    "apex",
+    "amp_C",
+    "mamba_ssm",
+    "causal_conv1d",
+    "deep_gemm",
+    "flashinfer",
+    "cupy",
+    "pycuda",
+    "cutlass",
+    "transformer_engine",
+    "sgl_kernel",
+    "bitsandbytes",
+    "nvfuser",
+    "liger_kernel",
+    "numba.cuda",
+];
+
+/// `torch.ops` namespaces that are PyTorch's own (portable) operators.
+const PORTABLE_OPS: &[&str] = &[
+    "aten",
+    "prims",
+    "higher_order",
+    "_c10d_functional",
+    "c10d_functional",
+    "c10d",
+    "profiler",
+    "quantized",
+    "_quantized",
+    "tpu",
+];
+
+/// What makes this qualified name (or module path) CUDA-only, if it is.
+fn cuda_only_name(q: &str) -> Option<String> {
+    let q = q.trim_start_matches('.');
+    let segs: Vec<&str> = q.split('.').collect();
+    if let Some(rest) = q.strip_prefix("torch.") {
+        let cuda_only = match segs.get(1).copied() {
+            Some("cuda") => segs.get(2).is_some_and(|s| CUDA_ONLY_TORCH.contains(s)),
+            Some("ops") => segs.get(2).is_some_and(|ns| !PORTABLE_OPS.contains(ns)),
+            Some("utils") => rest.starts_with("utils.cpp_extension"),
+            _ => false,
+        };
+        return cuda_only.then(|| format!("`{q}`"));
+    }
+    let known = CUDA_ONLY_ROOTS
+        .iter()
+        .any(|r| q == *r || q.starts_with(&format!("{r}.")));
+    // A compiled extension: `fused_adam_cuda`, `mylib._C`, `.triton_ops`, `cuda_kernels`.
+    let compiled = segs.iter().any(|s| {
+        *s == "_C"
+            || s.ends_with("_cuda")
+            || s.ends_with("_C")
+            || s.starts_with("cuda_")
+            || s.contains("triton")
+    });
+    (known || compiled).then(|| format!("`{q}`"))
+}
+
+/// Finds the first CUDA-only thing in statements or expressions.
+struct Scan<'s> {
+    sem: &'s Semantic,
+    /// Local names of CUDA-only things (Triton kernels, modules built by `load_inline`), with
+    /// what they are.
+    kernels: HashMap<String, String>,
+    found: Option<String>,
+}
+
+impl<'a> SourceOrderVisitor<'a> for Scan<'_> {
+    fn enter_node(&mut self, node: AnyNodeRef<'a>) -> TraversalSignal {
+        if self.found.is_some() {
+            return TraversalSignal::Skip;
+        }
+        self.found = match node {
+            AnyNodeRef::StmtImport(i) => i.names.iter().find_map(|a| cuda_only_name(&a.name)),
+            AnyNodeRef::StmtImportFrom(i) => {
+                let module = i.module.as_ref().map(|m| m.as_str()).unwrap_or("");
+                cuda_only_name(module).or_else(|| {
+                    i.names
+                        .iter()
+                        .find_map(|a| cuda_only_name(&format!("{module}.{}", a.name)))
+                })
+            }
+            _ => None,
+        };
+        if self.found.is_some() {
+            TraversalSignal::Skip
+        } else {
+            TraversalSignal::Traverse
+        }
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if self.found.is_some() {
+            return;
+        }
+        self.found = match expr {
+            Expr::Name(n) if n.ctx == ExprContext::Load => match self.kernels.get(n.id.as_str()) {
+                Some(what) => Some(what.clone()),
+                None => self
+                    .sem
+                    .qualified_name(expr)
+                    .and_then(|q| cuda_only_name(&q)),
+            },
+            Expr::Attribute(a) if a.ctx == ExprContext::Load => {
+                let method = match a.value.as_ref() {
+                    Expr::Name(n) if n.id.as_str() == "self" => {
+                        self.kernels.get(&format!("self.{}", a.attr)).cloned()
+                    }
+                    _ => None,
+                };
+                method.or_else(|| {
+                    self.sem
+                        .qualified_name(expr)
+                        .and_then(|q| cuda_only_name(&q))
+                })
+            }
+            _ => None,
+        };
+        if self.found.is_none() {
+            source_order::walk_expr(self, expr);
+        }
+    }
+}
+
+impl<'a> Checker<'a> {
+    /// Take the fixes off the findings made since (`diags`, `fallbacks`) that sit in the test of
+    /// a guard of CUDA-only code, with a note saying why.
+    pub(super) fn keep_cuda_guards(&mut self, diags: usize, fallbacks: usize) {
+        for i in diags..self.diags.len() {
+            if self.diags[i].fix.is_some()
+                && let Some(note) = self.cuda_only_guard(self.diags[i].range)
+            {
+                self.diags[i].fix = None;
+                self.diags[i].note = Some(note);
+            }
+        }
+        for i in fallbacks..self.fallbacks.len() {
+            if self.fallbacks[i].fix.is_some()
+                && let Some(note) = self.cuda_only_guard(self.fallbacks[i].range)
+            {
+                self.fallbacks[i].fix = None;
+                self.fallbacks[i].note = Some(note);
+            }
+        }
+    }
+
+    /// If the expression at `range` is (part of) the test of a guard whose code is CUDA-only:
+    /// the note for its finding.
+    fn cuda_only_guard(&self, range: TextRange) -> Option<String> {
+        self.guard_in(&self.stack, range, true)
+    }
+
+    /// [`Self::cuda_only_guard`] for the expression at `range` with these ancestors; with
+    /// `follow`, a test first assigned to a name (`use_triton = x.is_cuda and HAS_TRITON`) is
+    /// followed to the guards that read the name.
+    fn guard_in(&self, stack: &[AnyNodeRef<'a>], range: TextRange, follow: bool) -> Option<String> {
+        for pos in (0..stack.len()).rev() {
+            match stack[pos] {
+                AnyNodeRef::StmtIf(s) if s.test.range().contains_range(range) => {
+                    let mut scan = self.scanner(stack);
+                    scan.scan_stmts(&s.body);
+                    for c in &s.elif_else_clauses {
+                        scan.scan_stmts(&c.body);
+                    }
+                    if s.body.last().is_some_and(exits) {
+                        let parent = pos.checked_sub(1).map(|p| stack[p]);
+                        scan.scan_rest(self.after(parent, s.range));
+                    }
+                    return scan.found.map(guard_note);
+                }
+                AnyNodeRef::ElifElseClause(c)
+                    if c.test
+                        .as_ref()
+                        .is_some_and(|t| t.range().contains_range(range)) =>
+                {
+                    let mut scan = self.scanner(stack);
+                    scan.scan_stmts(&c.body);
+                    return scan.found.map(guard_note);
+                }
+                AnyNodeRef::StmtAssert(a) if a.test.range().contains_range(range) => {
+                    let mut scan = self.scanner(stack);
+                    let parent = pos.checked_sub(1).map(|p| stack[p]);
+                    scan.scan_rest(self.after(parent, a.range));
+                    return scan.found.map(guard_note);
+                }
+                AnyNodeRef::ExprIf(e) if e.test.range().contains_range(range) => {
+                    let mut scan = self.scanner(stack);
+                    scan.visit_expr(&e.body);
+                    scan.visit_expr(&e.orelse);
+                    return scan.found.map(guard_note);
+                }
+                AnyNodeRef::ExprCall(c)
+                    if is_skip(&c.func)
+                        && c.arguments
+                            .args
+                            .first()
+                            .is_some_and(|a| a.range().contains_range(range)) =>
+                {
+                    return self.skip_guard(c, &stack[..pos]);
+                }
+                AnyNodeRef::StmtAssign(a) if follow && is_test_like(&a.value) => {
+                    return self
+                        .uses_of_assigned(stack, range, true)
+                        .into_iter()
+                        .find_map(|(anc, at)| self.guard_in(&anc, at, false));
+                }
+                AnyNodeRef::StmtFunctionDef(_)
+                | AnyNodeRef::StmtClassDef(_)
+                | AnyNodeRef::ExprLambda(_) => return None,
+                n if n.as_stmt_ref().is_some() => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// `skipUnless(torch.cuda.is_available(), reason)`: CUDA-only if the reason says so or the
+    /// decorated test uses CUDA-only code.
+    fn skip_guard(&self, c: &ast::ExprCall, ancestors: &[AnyNodeRef<'a>]) -> Option<String> {
+        let reason = c
+            .arguments
+            .args
+            .get(1)
+            .or_else(|| c.arguments.find_keyword("reason").map(|k| &k.value))
+            .or_else(|| c.arguments.find_keyword("msg").map(|k| &k.value));
+        if let Some(Expr::StringLiteral(s)) = reason
+            && let Some(m) = CUDA_ONLY_REASON.find(s.value.to_str())
+        {
+            return Some(skip_note(&format!("the reason says \"{}\"", m.as_str())));
+        }
+        let n = ancestors.len();
+        if n >= 2 && matches!(ancestors[n - 1], AnyNodeRef::Decorator(_)) {
+            let mut scan = self.scanner(ancestors);
+            match ancestors[n - 2] {
+                AnyNodeRef::StmtFunctionDef(f) => scan.scan_stmts(&f.body),
+                AnyNodeRef::StmtClassDef(k) => scan.scan_stmts(&k.body),
+                _ => {}
+            }
+            return scan.found.map(|w| skip_note(&format!("the test uses {w}")));
+        }
+        None
+    }
+
+    /// A scan that knows the file's Triton kernels and the names the module, and the function
+    /// around the guard, assign from CUDA-only code.
+    fn scanner(&self, stack: &[AnyNodeRef<'a>]) -> Scan<'_> {
+        let module = &self.parsed.module.body;
+        let mut scan = Scan {
+            sem: self.sem,
+            kernels: self
+                .cuda_defs
+                .get_or_init(|| cuda_only_defs(module, self.sem))
+                .clone(),
+            found: None,
+        };
+        let func = stack.iter().rev().find_map(|n| match n {
+            AnyNodeRef::StmtFunctionDef(f) => Some(&f.body[..]),
+            _ => None,
+        });
+        for body in std::iter::once(&module[..]).chain(func) {
+            for stmt in body {
+                let Stmt::Assign(a) = stmt else { continue };
+                scan.found = None;
+                scan.visit_expr(&a.value);
+                if let Some(what) = scan.found.take() {
+                    for t in &a.targets {
+                        if let Expr::Name(n) = t {
+                            let desc = format!("`{}`, built by {what}", n.id);
+                            scan.kernels.insert(n.id.to_string(), desc);
+                        }
+                    }
+                }
+            }
+        }
+        scan
+    }
+
+    /// The statements after `stmt` in the block of `parent` that holds it (the module's body
+    /// when there is no parent).
+    fn after(&self, parent: Option<AnyNodeRef<'a>>, stmt: TextRange) -> &'a [Stmt] {
+        let blocks: Vec<&'a [Stmt]> = match parent {
+            None => vec![&self.parsed.module.body],
+            Some(AnyNodeRef::StmtFunctionDef(f)) => vec![&f.body],
+            Some(AnyNodeRef::StmtClassDef(c)) => vec![&c.body],
+            Some(AnyNodeRef::StmtIf(i)) => vec![&i.body],
+            Some(AnyNodeRef::ElifElseClause(c)) => vec![&c.body],
+            Some(AnyNodeRef::StmtFor(f)) => vec![&f.body, &f.orelse],
+            Some(AnyNodeRef::StmtWhile(w)) => vec![&w.body, &w.orelse],
+            Some(AnyNodeRef::StmtWith(w)) => vec![&w.body],
+            Some(AnyNodeRef::StmtTry(t)) => vec![&t.body, &t.orelse, &t.finalbody],
+            Some(AnyNodeRef::ExceptHandlerExceptHandler(h)) => vec![&h.body],
+            Some(AnyNodeRef::MatchCase(m)) => vec![&m.body],
+            _ => vec![],
+        };
+        for b in blocks {
+            if let Some(i) = b.iter().position(|s| s.range() == stmt) {
+                return &b[i + 1..];
+            }
+        }
+        &[]
+    }
+}
+
+impl Scan<'_> {
+    fn scan_stmts(&mut self, stmts: &[Stmt]) {
+        for stmt in stmts {
+            self.visit_stmt(stmt);
+        }
+    }
+
+    /// The code that runs after a guard that leaves: its statements, not the functions and
+    /// classes it defines (a `@triton.jit` kernel defined later in the module runs nothing).
+    fn scan_rest(&mut self, stmts: &[Stmt]) {
+        for stmt in stmts {
+            if !matches!(stmt, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
+                self.visit_stmt(stmt);
+            }
+        }
+    }
+}
+
+/// The module's CUDA-only functions: Triton kernels, and functions and methods (as
+/// `self.name`) that use one or other CUDA-only code (two levels deep).
+fn cuda_only_defs(module: &[Stmt], sem: &Semantic) -> HashMap<String, String> {
+    let mut scan = Scan {
+        sem,
+        kernels: triton_kernels(module, sem),
+        found: None,
+    };
+    let mut defs: Vec<(String, &[Stmt])> = vec![];
+    for stmt in module {
+        match stmt {
+            Stmt::FunctionDef(f) => defs.push((f.name.to_string(), &f.body)),
+            Stmt::ClassDef(c) => {
+                for m in &c.body {
+                    if let Stmt::FunctionDef(f) = m {
+                        defs.push((format!("self.{}", f.name), &f.body));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    for _ in 0..2 {
+        for (name, body) in &defs {
+            if scan.kernels.contains_key(name) {
+                continue;
+            }
+            scan.found = None;
+            scan.scan_stmts(body);
+            if let Some(what) = scan.found.take() {
+                let desc = format!("`{name}`, which uses {what}");
+                scan.kernels.insert(name.clone(), desc);
+            }
+        }
+    }
+    scan.kernels
+}
+
+/// Module-level functions decorated with `@triton.jit`, `@triton.autotune(...)`,
+/// `@helion.kernel(...)` (or any decorator from a CUDA-only library).
+fn triton_kernels(body: &[Stmt], sem: &Semantic) -> HashMap<String, String> {
+    body.iter()
+        .filter_map(|s| match s {
+            Stmt::FunctionDef(f) => f.decorator_list.iter().find_map(|d| {
+                let e = match &d.expression {
+                    Expr::Call(c) => c.func.as_ref(),
+                    e => e,
+                };
+                let q = sem.qualified_name(e)?;
+                cuda_only_name(&q)?;
+                Some((
+                    f.name.to_string(),
+                    format!("the `@{q}` kernel `{}`", f.name),
+                ))
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A value that is a condition (`x.is_cuda and ...`, `torch.cuda.is_available()`, `not ...`,
+/// a comparison): only such an assignment is followed to its uses.
+fn is_test_like(e: &Expr) -> bool {
+    match e {
+        Expr::BoolOp(_) | Expr::UnaryOp(_) | Expr::Compare(_) => true,
+        Expr::Attribute(a) => a.attr.starts_with("is_"),
+        Expr::Call(c) => matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.starts_with("is_")),
+        _ => false,
+    }
+}
+
+/// Does the block end by leaving (so the code after the `if` is the other branch)?
+fn exits(s: &Stmt) -> bool {
+    matches!(
+        s,
+        Stmt::Return(_) | Stmt::Raise(_) | Stmt::Continue(_) | Stmt::Break(_)
+    )
+}
+
+/// `unittest.skipIf`, `skipUnless`, `pytest.mark.skipif`.
+fn is_skip(func: &Expr) -> bool {
+    let name = match func {
+        Expr::Attribute(a) => a.attr.as_str(),
+        Expr::Name(n) => n.id.as_str(),
+        _ => return false,
+    };
+    matches!(name, "skipIf" | "skipUnless" | "skipif")
+}
+
+fn guard_note(what: String) -> String {
+    format!(
+        "not rewritten: this test guards CUDA-only code ({what}); on a TPU the portable path \
+         must keep running, so leave the guard as it is (or port the CUDA-only path by hand)"
+    )
+}
+
+fn skip_note(why: &str) -> String {
+    format!(
+        "not rewritten: this skip condition keeps a CUDA-only test off other devices ({why}); \
+         leave it as it is, or port the test by hand"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cuda_only_name;
+
+    #[test]
+    fn cuda_only_names() {
+        for q in [
+            "triton.jit",
+            "helion.kernel",
+            "torch.ops.mylib.fused_add",
+            "torch.cuda.CUDAGraph",
+            "torch.utils.cpp_extension.load_inline",
+            "mylib._C.fused",
+            ".._C",
+            "fused_adam_cuda",
+            "flash_attn.flash_attn_func",
+        ] {
+            assert!(cuda_only_name(q).is_some(), "{q}");
+        }
+        for q in [
+            "torch.ops.aten.add",
+            "torch.cuda.synchronize",
+            "torch._C._get_tracing_state",
+            "numpy.zeros",
+            "os.environ",
+        ] {
+            assert!(cuda_only_name(q).is_none(), "{q}");
+        }
+    }
+}
