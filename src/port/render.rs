@@ -243,26 +243,37 @@ mod tests {
     }
 }
 
+/// The `--statistics` counts over all files, by rule id (see [`Outcome`](super::Outcome)).
+#[derive(Debug, Default)]
+pub struct Counts {
+    pub found: BTreeMap<String, usize>,
+    pub revealed: BTreeMap<String, usize>,
+    pub fixed: BTreeMap<String, usize>,
+    pub left: BTreeMap<String, usize>,
+    pub absorbed: BTreeMap<String, usize>,
+}
+
 /// One row of `--statistics`: a rule or a family, with its counts over all files.
+/// `found + revealed = fixed + left + absorbed` on every row.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct StatRow {
     /// Rule id, family prefix, or "total".
     pub name: String,
-    /// Findings in the input.
+    /// Findings in the input (the ones listed).
     pub found: usize,
+    /// Findings a fix revealed: a nested use matched once the outer one was rewritten, or
+    /// (XLA001) a `torch_xla` import removed because nothing used it any more.
+    pub revealed: usize,
     /// Fixes applied (or that would be applied).
     pub fixed: usize,
     /// Findings left on the result: manual work, or unsafe fixes not enabled.
     pub left: usize,
+    /// Findings gone without a fix of their own: another fix removed or rewrote their code.
+    pub absorbed: usize,
 }
 
 /// Per-rule rows (in rule order), per-family rows (in family order) and the total.
-pub fn statistics(
-    rules: &RuleSet,
-    found: &BTreeMap<String, usize>,
-    fixed: &BTreeMap<String, usize>,
-    left: &BTreeMap<String, usize>,
-) -> (Vec<StatRow>, Vec<StatRow>, StatRow) {
+pub fn statistics(rules: &RuleSet, c: &Counts) -> (Vec<StatRow>, Vec<StatRow>, StatRow) {
     let get = |m: &BTreeMap<String, usize>, k: &str| m.get(k).copied().unwrap_or(0);
     let mut by_rule: Vec<StatRow> = vec![];
     let mut by_family: Vec<StatRow> = vec![];
@@ -276,11 +287,13 @@ pub fn statistics(
         }
         let row = StatRow {
             name: r.id.clone(),
-            found: get(found, &r.id),
-            fixed: get(fixed, &r.id),
-            left: get(left, &r.id),
+            found: get(&c.found, &r.id),
+            revealed: get(&c.revealed, &r.id),
+            fixed: get(&c.fixed, &r.id),
+            left: get(&c.left, &r.id),
+            absorbed: get(&c.absorbed, &r.id),
         };
-        if row.found + row.fixed + row.left == 0 {
+        if row.found + row.revealed + row.fixed + row.left + row.absorbed == 0 {
             continue;
         }
         let fam = match by_family.iter_mut().find(|f| f.name == r.family) {
@@ -295,47 +308,46 @@ pub fn statistics(
         };
         for acc in [fam, &mut total] {
             acc.found += row.found;
+            acc.revealed += row.revealed;
             acc.fixed += row.fixed;
             acc.left += row.left;
+            acc.absorbed += row.absorbed;
         }
         by_rule.push(row);
     }
     (by_rule, by_family, total)
 }
 
+const STAT_HEADER: &str = "   found revealed    fixed     left absorbed";
+
+fn stat_counts(r: &StatRow) -> String {
+    format!(
+        "{:>8} {:>8} {:>8} {:>8} {:>8}",
+        r.found, r.revealed, r.fixed, r.left, r.absorbed
+    )
+}
+
 /// The `--statistics` table.
 pub fn statistics_text(rules: &RuleSet, rows: &(Vec<StatRow>, Vec<StatRow>, StatRow)) -> String {
     let (by_rule, by_family, total) = rows;
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<8} {:>6} {:>6} {:>6}  fix     name",
-        "rule", "found", "fixed", "left"
-    );
+    let _ = writeln!(s, "{:<8}{STAT_HEADER}  fix     name", "rule");
     for r in by_rule {
         let rule = rules.get(&r.name);
         let (fix, name) = rule
             .first()
             .map(|x| (x.fix.as_str(), x.name.as_str()))
             .unwrap_or(("", ""));
-        let _ = writeln!(
-            s,
-            "{:<8} {:>6} {:>6} {:>6}  {fix:<7} {name}",
-            r.name, r.found, r.fixed, r.left
-        );
+        let _ = writeln!(s, "{:<8}{}  {fix:<7} {name}", r.name, stat_counts(r));
     }
     let _ = writeln!(s);
+    let _ = writeln!(s, "{:<8}{STAT_HEADER}", "family");
+    for r in by_family.iter().chain(std::iter::once(total)) {
+        let _ = writeln!(s, "{:<8}{}", r.name, stat_counts(r));
+    }
     let _ = writeln!(
         s,
-        "{:<8} {:>6} {:>6} {:>6}",
-        "family", "found", "fixed", "left"
+        "\nfound + revealed = fixed + left + absorbed (revealed: a fix exposed it; absorbed: another fix removed its code)"
     );
-    for r in by_family.iter().chain(std::iter::once(total)) {
-        let _ = writeln!(
-            s,
-            "{:<8} {:>6} {:>6} {:>6}",
-            r.name, r.found, r.fixed, r.left
-        );
-    }
     s
 }
