@@ -71,8 +71,9 @@ struct Totals {
 pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
     let start = Instant::now();
     let index = RuleIndex::new(rules);
-    let (paths, walk_issues) = files::discover(&opts.paths, opts.no_ignore);
-    let reports: Vec<FileReport> = paths
+    let found = files::discover(&opts.paths, opts.no_ignore);
+    let reports: Vec<FileReport> = found
+        .files
         .par_iter()
         .map(|p| process(p, rules, &index, opts))
         .collect();
@@ -81,7 +82,7 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
     let mut out = stdout.lock();
     let mut totals = Totals::default();
     let mut json_all: Vec<serde_json::Value> = vec![];
-    let mut issues: Vec<FileIssue> = walk_issues;
+    let mut issues: Vec<FileIssue> = found.issues;
     for r in reports {
         totals.scanned += 1;
         totals.hidden_unsafe += r.hidden_unsafe;
@@ -142,6 +143,11 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
     drop(out);
 
     let mut err = std::io::stderr().lock();
+    if !opts.quiet {
+        for w in &found.warnings {
+            writeln!(err, "warning: {w}")?;
+        }
+    }
     for i in &issues {
         writeln!(err, "error: {i}")?;
     }
