@@ -45,7 +45,13 @@ pub fn marker(d: &Diagnostic, required: FixClass) -> &'static str {
     }
 }
 
-/// Render diagnostics the way a person reads them.
+/// A rule that fires more than this many times in one file with the same message is grouped
+/// in the full text output: the first [`GROUP_SHOWN`] findings, then one line for the rest.
+pub const GROUP_OVER: usize = 5;
+pub const GROUP_SHOWN: usize = 3;
+
+/// Render diagnostics the way a person reads them. With `show_source` (not `--quiet`),
+/// repetitive findings are grouped (see [`GROUP_OVER`]); `--quiet` keeps one line per finding.
 pub fn diagnostics_text(
     path: &str,
     text: &str,
@@ -56,8 +62,22 @@ pub fn diagnostics_text(
 ) -> String {
     let index = LineIndex::new(text);
     let mut out = String::new();
+    let mut groups: BTreeMap<(usize, &str), Vec<usize>> = BTreeMap::new();
+    for d in diags {
+        let line = index.line_col(text, d.range.start()).0;
+        groups.entry((d.rule, &d.message)).or_default().push(line);
+    }
+    let mut seen: BTreeMap<(usize, &str), usize> = BTreeMap::new();
     for d in diags {
         let rule = &rules.rules[d.rule];
+        let key = (d.rule, d.message.as_str());
+        let lines = &groups[&key];
+        let nth = seen.entry(key).or_default();
+        *nth += 1;
+        let grouped = show_source && lines.len() > GROUP_OVER;
+        if grouped && *nth > GROUP_SHOWN {
+            continue;
+        }
         let (line, col) = index.line_col(text, d.range.start());
         let _ = writeln!(
             out,
@@ -100,6 +120,20 @@ pub fn diagnostics_text(
                 );
             }
             out.push('\n');
+        }
+        if grouped && *nth == GROUP_SHOWN {
+            let rest = &lines[GROUP_SHOWN..];
+            let mut at: Vec<String> = rest.iter().take(10).map(|l| l.to_string()).collect();
+            if rest.len() > 10 {
+                at.push("…".into());
+            }
+            let _ = writeln!(
+                out,
+                "{path}: … and {} more {} with this message in this file (lines {})\n",
+                rest.len(),
+                rule.id,
+                at.join(", ")
+            );
         }
     }
     out
@@ -233,6 +267,32 @@ mod tests {
         assert_eq!(ix.line_col(t, TextSize::from(4)), (2, 2));
         assert_eq!(ix.line_col(t, TextSize::from(7)), (2, 4));
         assert_eq!(ix.line_text(t, 2), "cdé f");
+    }
+
+    #[test]
+    fn repetitive_findings_are_grouped_unless_quiet() {
+        let rules = RuleSet::builtin();
+        let rule = rules.rules.iter().position(|r| r.id == "DEV017").unwrap();
+        let text = "x = 1\n".repeat(8);
+        let diags: Vec<Diagnostic> = (0..8u32)
+            .map(|i| Diagnostic {
+                rule,
+                range: TextRange::new(TextSize::from(i * 6), TextSize::from(i * 6 + 1)),
+                message: "same".into(),
+                fix: None,
+                note: None,
+            })
+            .collect();
+        let full = diagnostics_text("a.py", &text, &diags, &rules, FixClass::Safe, true);
+        assert_eq!(full.matches(": DEV017 same").count(), GROUP_SHOWN, "{full}");
+        assert!(
+            full.contains("a.py: … and 5 more DEV017 with this message in this file (lines 4, 5, 6, 7, 8)"),
+            "{full}"
+        );
+        let quiet = diagnostics_text("a.py", &text, &diags, &rules, FixClass::Safe, false);
+        assert_eq!(quiet.lines().count(), 8, "{quiet}");
+        let few = diagnostics_text("a.py", &text, &diags[..GROUP_OVER], &rules, FixClass::Safe, true);
+        assert_eq!(few.matches(": DEV017 same").count(), GROUP_OVER);
     }
 
     #[test]
