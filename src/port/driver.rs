@@ -228,7 +228,7 @@ fn process(path: &Path, rules: &RuleSet, index: &RuleIndex, opts: &Options) -> F
         }
         Format::Text => {
             if opts.mode != Mode::Diff {
-                report.text.push_str(&render::diagnostics_text(
+                report.text.push_str(&render::diagnostics_text_grouped(
                     &display,
                     &source.text,
                     &outcome.diagnostics,

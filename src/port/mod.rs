@@ -186,12 +186,10 @@ pub fn migrate_source(
             .enumerate()
             .filter(|(i, _)| !applied.contains(i))
             .map(|(_, d)| d);
-        tally.step(&text, not_fixed, &new, &next);
+        tally.step(not_fixed, &next);
         text = new;
         diags = next;
     }
-    // The loop's last findings (none fixed), on the text before imports and helpers change.
-    let loop_text = text.clone();
     // Helpers first: an import a helper uses (os) then stays where it was.
     if converged {
         let (synced_text, synced) = helpers::sync(&text, &rules.helpers);
@@ -271,7 +269,7 @@ pub fn migrate_source(
         check::check(&text, &final_parse, &sem, rules, index, &active, &facts)
     };
     if out.internal_error.is_none() {
-        tally.step(&loop_text, &diags, &text, &left);
+        tally.step(&diags, &left);
     }
     for d in &left {
         *out.remaining

@@ -50,8 +50,7 @@ pub fn marker(d: &Diagnostic, required: FixClass) -> &'static str {
 pub const GROUP_OVER: usize = 5;
 pub const GROUP_SHOWN: usize = 3;
 
-/// Render diagnostics the way a person reads them. With `show_source` (not `--quiet`),
-/// repetitive findings are grouped (see [`GROUP_OVER`]); `--quiet` keeps one line per finding.
+/// Render diagnostics the way a person reads them: every one (rule fixtures, `--quiet`).
 pub fn diagnostics_text(
     path: &str,
     text: &str,
@@ -59,6 +58,32 @@ pub fn diagnostics_text(
     rules: &RuleSet,
     required: FixClass,
     show_source: bool,
+) -> String {
+    render_diagnostics(path, text, diags, rules, required, show_source, false)
+}
+
+/// As [`diagnostics_text`], for `tpuport migrate`'s text output: with `show_source` (not
+/// `--quiet`), repetitive findings are grouped (see [`GROUP_OVER`]); `--quiet` keeps one line
+/// per finding, and JSON lists them all.
+pub fn diagnostics_text_grouped(
+    path: &str,
+    text: &str,
+    diags: &[Diagnostic],
+    rules: &RuleSet,
+    required: FixClass,
+    show_source: bool,
+) -> String {
+    render_diagnostics(path, text, diags, rules, required, show_source, true)
+}
+
+fn render_diagnostics(
+    path: &str,
+    text: &str,
+    diags: &[Diagnostic],
+    rules: &RuleSet,
+    required: FixClass,
+    show_source: bool,
+    group: bool,
 ) -> String {
     let index = LineIndex::new(text);
     let mut out = String::new();
@@ -74,7 +99,7 @@ pub fn diagnostics_text(
         let lines = &groups[&key];
         let nth = seen.entry(key).or_default();
         *nth += 1;
-        let grouped = show_source && lines.len() > GROUP_OVER;
+        let grouped = group && show_source && lines.len() > GROUP_OVER;
         if grouped && *nth > GROUP_SHOWN {
             continue;
         }
@@ -283,15 +308,18 @@ mod tests {
                 note: None,
             })
             .collect();
-        let full = diagnostics_text("a.py", &text, &diags, &rules, FixClass::Safe, true);
+        let full = diagnostics_text_grouped("a.py", &text, &diags, &rules, FixClass::Safe, true);
+        let all = diagnostics_text("a.py", &text, &diags, &rules, FixClass::Safe, true);
+        assert_eq!(all.matches(": DEV017 same").count(), 8, "{all}");
         assert_eq!(full.matches(": DEV017 same").count(), GROUP_SHOWN, "{full}");
         assert!(
             full.contains("a.py: … and 5 more DEV017 with this message in this file (lines 4, 5, 6, 7, 8)"),
             "{full}"
         );
-        let quiet = diagnostics_text("a.py", &text, &diags, &rules, FixClass::Safe, false);
+        let quiet = diagnostics_text_grouped("a.py", &text, &diags, &rules, FixClass::Safe, false);
         assert_eq!(quiet.lines().count(), 8, "{quiet}");
-        let few = diagnostics_text("a.py", &text, &diags[..GROUP_OVER], &rules, FixClass::Safe, true);
+        let few =
+            diagnostics_text_grouped("a.py", &text, &diags[..GROUP_OVER], &rules, FixClass::Safe, true);
         assert_eq!(few.matches(": DEV017 same").count(), GROUP_OVER);
     }
 
