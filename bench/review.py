@@ -48,6 +48,7 @@ json.dump(out, sys.stdout)
 UNDEFINED = {"UndefinedName", "UndefinedExport", "UndefinedLocal"}
 ERRORS = {"SyntaxError", "error"}
 CONTEXT = 2
+IMPORTISH = re.compile(r"\s*(import |from \S+ import |$|pass$|\)$|[\w, ]+,?$)")
 
 
 def run(argv, cwd, ok=(0, 1)):
@@ -110,7 +111,8 @@ def hunks_with_spans(a, b):
                 body += [" " + x for x in al[i1:i2]]
                 continue
             body += ["-" + x for x in al[i1:i2]] + ["+" + x for x in bl[j1:j2]]
-        changed = [(i1, i2) for tag, i1, i2, _, _ in group if tag != "equal"]
+        changed = [(i1, i2, al[i1:i2], bl[j1:j2]) for tag, i1, i2, j1, j2 in group
+                   if tag != "equal"]
         out.append((changed, f"@@ -{lo + 1} @@\n" + "\n".join(body)))
     return out
 
@@ -224,15 +226,22 @@ def main():
                               "line": d["line"], "message": d["message"], "diff": body})
             blocks[(cls, rule)] = out
 
-    other = []
+    other, imports_only = [], []
     for f in changed:
         spans = explained.get(f, [])
+        # A changed old line is explained when a fix's edits touch it (an insertion: the line
+        # after a fix's last line counts too); the rest is the import and helper bookkeeping
+        # when it only removes or adds imports, blank lines and `_tpuport_` helpers.
+        lines = {i for s, e in spans for i in range(s, e + 2)}
         for ranges, text in hunks_with_spans(before[f], read_text(os.path.join(work, f))):
-            # A changed old line is explained when a fix's edits touch it (an insertion: the
-            # line after a fix's last line counts too).
-            lines = {i for s, e in spans for i in range(s, e + 2)}
-            if not all(i in lines for i1, i2 in ranges for i in range(i1, max(i2, i1 + 1))):
-                other.append((f, text))
+            rest = [(old, new) for i1, i2, old, new in ranges
+                    if not all(i in lines for i in range(i1, max(i2, i1 + 1)))]
+            if not rest:
+                continue
+            bookkeeping = all(IMPORTISH.match(x) for old, new in rest for x in old) and \
+                all(IMPORTISH.match(x) or "_tpuport_" in x or x.startswith((" ", '"""', "\t"))
+                    for old, new in rest for x in new)
+            (imports_only if bookkeeping else other).append((f, text))
 
     patch = []
     for f in changed:
@@ -258,7 +267,8 @@ def main():
           f"| findings without an applied fix | {sum(manual.values())} |",
           f"| fixes in files left untouched (internal error) | "
           f"{sum(1 for d in fixes if d['path'] in broken)} in {len(broken)} files |",
-          f"| changes no listed fix explains (hunks) | {len(other)} |",
+          f"| diff hunks no listed fix explains | {len(other)} "
+          f"(+ {len(imports_only)} that only change imports or helpers) |",
           f"| rewritten files that do not parse | {len(parse_bad)} "
           f"({len(parse_skipped)} did not parse before with Python {sys.version.split()[0]}) |",
           f"| files a second run changes | {len(second_changed)} |",
@@ -291,8 +301,12 @@ def main():
             md.append(f"### {rule} {cls}\n\n{len(ds)} fixes: {ds[0]['message']}\n")
             md += blocks[(cls, rule)]
     md.append("## Changes no listed fix explains\n")
-    md.append("Imports added or removed, helpers inserted, and fixes of findings revealed by a fix.\n")
+    md.append("Fixes of findings a fix revealed, and anything else not on a listed fix's lines.\n")
     for f, text in other:
+        md.append(f"#### `{f}`\n\n```diff\n{text}\n```\n")
+    md.append("## Import and helper changes\n")
+    md.append("Imports the rewrite left unused removed, imports and `_tpuport_` helpers added.\n")
+    for f, text in imports_only:
         md.append(f"#### `{f}`\n\n```diff\n{text}\n```\n")
     with open(os.path.join(a.out, "review.md"), "w") as fp:
         fp.write("\n".join(md))
