@@ -291,11 +291,7 @@ fn summary(w: &mut impl Write, t: &Totals, opts: &Options, secs: f64) -> std::io
         writeln!(w, "  fixes {word}: {fixed}  ({})", by_rule(&c.fixed))?;
     }
     if left > 0 {
-        writeln!(
-            w,
-            "  left for manual work: {left}  ({})",
-            by_rule(&c.left)
-        )?;
+        writeln!(w, "  left for manual work: {left}  ({})", by_rule(&c.left))?;
     }
     if absorbed > 0 {
         writeln!(

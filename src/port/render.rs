@@ -313,13 +313,21 @@ mod tests {
         assert_eq!(all.matches(": DEV017 same").count(), 8, "{all}");
         assert_eq!(full.matches(": DEV017 same").count(), GROUP_SHOWN, "{full}");
         assert!(
-            full.contains("a.py: … and 5 more DEV017 with this message in this file (lines 4, 5, 6, 7, 8)"),
+            full.contains(
+                "a.py: … and 5 more DEV017 with this message in this file (lines 4, 5, 6, 7, 8)"
+            ),
             "{full}"
         );
         let quiet = diagnostics_text_grouped("a.py", &text, &diags, &rules, FixClass::Safe, false);
         assert_eq!(quiet.lines().count(), 8, "{quiet}");
-        let few =
-            diagnostics_text_grouped("a.py", &text, &diags[..GROUP_OVER], &rules, FixClass::Safe, true);
+        let few = diagnostics_text_grouped(
+            "a.py",
+            &text,
+            &diags[..GROUP_OVER],
+            &rules,
+            FixClass::Safe,
+            true,
+        );
         assert_eq!(few.matches(": DEV017 same").count(), GROUP_OVER);
     }
 

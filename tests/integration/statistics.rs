@@ -111,7 +111,9 @@ fn the_text_table_names_every_column() {
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     let header = text.lines().next().unwrap();
-    for col in ["rule", "found", "revealed", "fixed", "left", "absorbed", "fix"] {
+    for col in [
+        "rule", "found", "revealed", "fixed", "left", "absorbed", "fix",
+    ] {
         assert!(header.split_whitespace().any(|w| w == col), "{header}");
     }
     assert!(
