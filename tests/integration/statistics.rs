@@ -1,15 +1,27 @@
-//! `tpuport migrate --statistics` adds up: per rule, family and in total,
-//! found + revealed = fixed + left + absorbed, and found is the number of findings listed.
-//! Checked on the bundled examples and the rule fixtures, with and without --unsafe-fixes
-//! (bench/review.sh checks the same on the real-code corpus).
+//! What `tpuport migrate` reports, beyond the findings themselves. `--statistics` adds up: per
+//! rule, family and in total, found + revealed = fixed + left + absorbed, and found is the
+//! number of findings listed, on the bundled examples and the rule fixtures, with and without
+//! --unsafe-fixes (bench/review.sh checks the same on the real-code corpus). A dangling symlink
+//! is a warning; repetitive findings are grouped in the text output only.
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use serde_json::Value;
 
-use crate::common::repo;
+use crate::common::{self, repo};
+
+fn tpuport() -> Command {
+    Command::cargo_bin("tpuport").unwrap()
+}
+
+fn write(dir: &Path, name: &str, text: impl AsRef<[u8]>) -> PathBuf {
+    let p = dir.join(name);
+    fs::write(&p, text).unwrap();
+    p
+}
 
 fn migrate_json(args: &[&str]) -> Value {
     let out = Command::cargo_bin("tpuport")
@@ -120,4 +132,55 @@ fn the_text_table_names_every_column() {
         text.contains("found + revealed = fixed + left + absorbed"),
         "{text}"
     );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_dangling_symlink_in_a_walked_folder_is_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "clean.py", "import torch\nx = torch.zeros(3)\n");
+    std::os::unix::fs::symlink("gone.py", d.join("link.py")).unwrap();
+    let assert = tpuport()
+        .args(["migrate", "--check", d.to_str().unwrap()])
+        .assert()
+        .code(0);
+    let err = String::from_utf8(assert.get_output().stderr.clone()).unwrap();
+    assert!(
+        err.contains("warning: ")
+            && err.contains("link.py: dangling symbolic link")
+            && err.contains("gone.py"),
+        "{err}"
+    );
+    assert!(err.contains("0 with errors"), "{err}");
+    // --quiet hides warnings like the summary; the exit code is the same.
+    tpuport()
+        .args(["migrate", "--check", "-q", d.to_str().unwrap()])
+        .assert()
+        .code(0)
+        .stderr("");
+}
+
+#[test]
+fn repetitive_findings_are_grouped_in_text_but_not_in_quiet_or_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls: String = (1..=7).map(|i| format!("foo(\"cuda\", {i})\n")).collect();
+    let f = write(dir.path(), "many.py", format!("import torch\n{calls}"));
+    let f = f.to_str().unwrap();
+    let out = tpuport().args(["migrate", f]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.matches(": DEV017 ").count(), 3, "{text}");
+    assert!(
+        text.contains(
+            "many.py: … and 4 more DEV017 with this message in this file (lines 5, 6, 7, 8)"
+        ),
+        "{text}"
+    );
+    let quiet = tpuport().args(["migrate", "-q", f]).output().unwrap();
+    assert_eq!(String::from_utf8(quiet.stdout).unwrap().lines().count(), 7);
+    let json = tpuport()
+        .args(["migrate", "--output-format", "json", f])
+        .output()
+        .unwrap();
+    assert_eq!(common::diagnostic_lines(&json.stdout).len(), 7);
 }
