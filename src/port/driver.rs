@@ -64,17 +64,16 @@ struct Totals {
     changed: usize,
     errors: usize,
     diagnostics: usize,
-    found: BTreeMap<String, usize>,
-    applied: BTreeMap<String, usize>,
-    remaining: BTreeMap<String, usize>,
+    counts: render::Counts,
     hidden_unsafe: usize,
 }
 
 pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
     let start = Instant::now();
     let index = RuleIndex::new(rules);
-    let (paths, walk_issues) = files::discover(&opts.paths, opts.no_ignore);
-    let reports: Vec<FileReport> = paths
+    let found = files::discover(&opts.paths, opts.no_ignore);
+    let reports: Vec<FileReport> = found
+        .files
         .par_iter()
         .map(|p| process(p, rules, &index, opts))
         .collect();
@@ -83,7 +82,7 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
     let mut out = stdout.lock();
     let mut totals = Totals::default();
     let mut json_all: Vec<serde_json::Value> = vec![];
-    let mut issues: Vec<FileIssue> = walk_issues;
+    let mut issues: Vec<FileIssue> = found.issues;
     for r in reports {
         totals.scanned += 1;
         totals.hidden_unsafe += r.hidden_unsafe;
@@ -96,14 +95,17 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
                 totals.changed += 1;
             }
             totals.diagnostics += o.diagnostics.len();
-            for (k, v) in &o.applied {
-                *totals.applied.entry(k.clone()).or_default() += v;
-            }
-            for (k, v) in &o.found {
-                *totals.found.entry(k.clone()).or_default() += v;
-            }
-            for (k, v) in &o.remaining {
-                *totals.remaining.entry(k.clone()).or_default() += v;
+            let c = &mut totals.counts;
+            for (sum, m) in [
+                (&mut c.found, &o.found),
+                (&mut c.revealed, &o.revealed),
+                (&mut c.fixed, &o.applied),
+                (&mut c.left, &o.remaining),
+                (&mut c.absorbed, &o.absorbed),
+            ] {
+                for (k, v) in m {
+                    *sum.entry(k.clone()).or_default() += v;
+                }
             }
         }
         if opts.statistics {
@@ -119,7 +121,7 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
     bad.dedup();
     totals.errors = bad.len();
     if opts.statistics {
-        let rows = render::statistics(rules, &totals.found, &totals.applied, &totals.remaining);
+        let rows = render::statistics(rules, &totals.counts);
         match opts.format {
             Format::Text => out.write_all(render::statistics_text(rules, &rows).as_bytes())?,
             Format::Json => {
@@ -141,6 +143,11 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
     drop(out);
 
     let mut err = std::io::stderr().lock();
+    if !opts.quiet {
+        for w in &found.warnings {
+            writeln!(err, "warning: {w}")?;
+        }
+    }
     for i in &issues {
         writeln!(err, "error: {i}")?;
     }
@@ -148,7 +155,7 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
         summary(&mut err, &totals, opts, start.elapsed().as_secs_f64())?;
     }
     let findings = match opts.mode {
-        Mode::Write => totals.remaining.values().sum::<usize>() > 0,
+        Mode::Write => totals.counts.left.values().sum::<usize>() > 0,
         _ => totals.changed > 0 || totals.diagnostics > 0,
     };
     Ok(if totals.errors > 0 {
@@ -221,7 +228,7 @@ fn process(path: &Path, rules: &RuleSet, index: &RuleIndex, opts: &Options) -> F
         }
         Format::Text => {
             if opts.mode != Mode::Diff {
-                report.text.push_str(&render::diagnostics_text(
+                report.text.push_str(&render::diagnostics_text_grouped(
                     &display,
                     &source.text,
                     &outcome.diagnostics,
@@ -260,8 +267,10 @@ fn process(path: &Path, rules: &RuleSet, index: &RuleIndex, opts: &Options) -> F
 }
 
 fn summary(w: &mut impl Write, t: &Totals, opts: &Options, secs: f64) -> std::io::Result<()> {
-    let fixed: usize = t.applied.values().sum();
-    let left: usize = t.remaining.values().sum();
+    let c = &t.counts;
+    let fixed: usize = c.fixed.values().sum();
+    let left: usize = c.left.values().sum();
+    let absorbed: usize = c.absorbed.values().sum();
     let verb = if opts.mode == Mode::Write {
         "changed"
     } else {
@@ -279,13 +288,16 @@ fn summary(w: &mut impl Write, t: &Totals, opts: &Options, secs: f64) -> std::io
         } else {
             "to apply"
         };
-        writeln!(w, "  fixes {word}: {fixed}  ({})", by_rule(&t.applied))?;
+        writeln!(w, "  fixes {word}: {fixed}  ({})", by_rule(&c.fixed))?;
     }
     if left > 0 {
+        writeln!(w, "  left for manual work: {left}  ({})", by_rule(&c.left))?;
+    }
+    if absorbed > 0 {
         writeln!(
             w,
-            "  left for manual work: {left}  ({})",
-            by_rule(&t.remaining)
+            "  absorbed by other fixes: {absorbed}  ({})",
+            by_rule(&c.absorbed)
         )?;
     }
     if t.hidden_unsafe > 0 && !opts.settings.unsafe_fixes {

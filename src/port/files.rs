@@ -33,12 +33,24 @@ fn issue(path: &Path, message: impl Into<String>) -> FileIssue {
     }
 }
 
+/// What [`discover`] found.
+#[derive(Debug, Default)]
+pub struct Discovered {
+    /// Python files, sorted, without duplicates.
+    pub files: Vec<PathBuf>,
+    /// Errors: the run exits 2.
+    pub issues: Vec<FileIssue>,
+    /// Warnings (a dangling symbolic link in a walked folder): reported, exit code unaffected.
+    pub warnings: Vec<FileIssue>,
+}
+
 /// Expand the command-line paths into Python files, in a stable order.
 /// Directories are walked with .gitignore/.ignore rules and hidden files skipped (unless
 /// `no_ignore`); a file named explicitly is always taken.
-pub fn discover(paths: &[PathBuf], no_ignore: bool) -> (Vec<PathBuf>, Vec<FileIssue>) {
+pub fn discover(paths: &[PathBuf], no_ignore: bool) -> Discovered {
     let mut files = vec![];
     let mut issues = vec![];
+    let mut warnings = vec![];
     for p in paths {
         match fs::metadata(p) {
             Err(e) => {
@@ -71,13 +83,41 @@ pub fn discover(paths: &[PathBuf], no_ignore: bool) -> (Vec<PathBuf>, Vec<FileIs
                         files.push(e.into_path());
                     }
                 }
-                Err(err) => issues.push(walk_issue(p, err)),
+                Err(err) => {
+                    let i = walk_issue(p, err);
+                    match dangling_link(&i.path) {
+                        Some(target) => warnings.push(issue(
+                            &i.path,
+                            format!(
+                                "dangling symbolic link (its target {} does not exist); skipped",
+                                target.display()
+                            ),
+                        )),
+                        None => issues.push(i),
+                    }
+                }
             }
         }
     }
     files.sort();
     files.dedup();
-    (files, issues)
+    Discovered {
+        files,
+        issues,
+        warnings,
+    }
+}
+
+/// The target of `path` if it is a symbolic link whose target does not exist.
+fn dangling_link(path: &Path) -> Option<PathBuf> {
+    let meta = fs::symlink_metadata(path).ok()?;
+    if !meta.file_type().is_symlink() {
+        return None;
+    }
+    match fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => fs::read_link(path).ok(),
+        _ => None,
+    }
 }
 
 fn walk_issue(root: &Path, err: ignore::Error) -> FileIssue {
@@ -239,6 +279,20 @@ mod tests {
         let s = read_source(&bom, 1 << 20).unwrap();
         assert!(s.bom);
         assert_eq!(s.text, "x = 1\n");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_dangling_link_in_a_folder_is_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a.py"), "x = 1\n").unwrap();
+        std::os::unix::fs::symlink("gone.py", dir.path().join("b.py")).unwrap();
+        let found = discover(&[dir.path().to_path_buf()], false);
+        assert_eq!(found.files, vec![dir.path().join("a.py")]);
+        assert!(found.issues.is_empty(), "{:?}", found.issues);
+        assert_eq!(found.warnings.len(), 1);
+        assert_eq!(found.warnings[0].path, dir.path().join("b.py"));
+        assert!(found.warnings[0].message.contains("gone.py"));
     }
 
     #[cfg(unix)]

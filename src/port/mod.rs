@@ -20,7 +20,8 @@
 //! - [`edit`]: edits and fixes, applying them, deleting statements; [`imports`]: adding,
 //!   removing and retiring imports; [`helpers`]: the `_tpuport_*` functions a fix may call;
 //! - [`render`]: diagnostics and diffs for people and JSON; [`files`] and [`driver`]: walking
-//!   the paths, reading and writing files, the summary.
+//!   the paths, reading and writing files, the summary; [`tally`]: following findings through
+//!   the fix loop for `--statistics`.
 
 pub mod check;
 pub mod diagnostic;
@@ -36,6 +37,7 @@ pub mod parse;
 pub mod render;
 pub mod rules;
 pub mod semantic;
+pub mod tally;
 pub mod template;
 
 use std::collections::BTreeMap;
@@ -77,13 +79,18 @@ pub struct Outcome {
     pub diagnostics: Vec<Diagnostic>,
     /// The rewritten text, if anything changed.
     pub output: Option<String>,
-    /// Findings on the original text, by rule id (XLA001 also counts the `torch_xla` imports
-    /// that were removed once nothing used them).
+    /// Findings on the original text, by rule id (what is listed).
     pub found: BTreeMap<String, usize>,
+    /// Findings a fix revealed, by rule id: a nested use that matches once the outer one is
+    /// rewritten, and (XLA001) each `torch_xla` import removed because nothing used it any more.
+    pub revealed: BTreeMap<String, usize>,
     /// Fixes applied, by rule id.
     pub applied: BTreeMap<String, usize>,
     /// Findings that remain on the result (no fix, or an unsafe fix not enabled), by rule id.
     pub remaining: BTreeMap<String, usize>,
+    /// Findings that went without a fix of their own, by rule id: another fix removed or
+    /// rewrote the code they were on. Per rule, found + revealed = applied + remaining + absorbed.
+    pub absorbed: BTreeMap<String, usize>,
     pub syntax_errors: Vec<parse::SyntaxError>,
     /// A fix broke the file: it was left untouched.
     pub internal_error: Option<String>,
@@ -136,6 +143,7 @@ pub fn migrate_source(
     let mut text = source.to_string();
     let mut diags = diagnostics.clone();
     let mut applied_ids: Vec<usize> = vec![];
+    let mut tally = tally::Tally::default();
     let mut converged = false;
     for _ in 0..MAX_ROUNDS {
         let fixes: Vec<(usize, &edit::Fix)> = diags
@@ -169,11 +177,18 @@ pub fn migrate_source(
         if !roots.is_empty() {
             new = imports::add_imports(&new, &roots);
         }
-        text = new;
-        let parsed = parse::parse(&text);
+        let parsed = parse::parse(&new);
         let sem = Semantic::build(&parsed.module);
-        let active = index.active(&text);
-        diags = check::check(&text, &parsed, &sem, rules, index, &active, &facts);
+        let active = index.active(&new);
+        let next = check::check(&new, &parsed, &sem, rules, index, &active, &facts);
+        let not_fixed = diags
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !applied.contains(i))
+            .map(|(_, d)| d);
+        tally.step(not_fixed, &next);
+        text = new;
+        diags = next;
     }
     // Helpers first: an import a helper uses (os) then stays where it was.
     if converged {
@@ -235,29 +250,38 @@ pub fn migrate_source(
         });
         out.applied.clear();
         retired = 0;
+        tally = tally::Tally::default();
         text = source.to_string();
     }
     for d in &diagnostics {
         *out.found.entry(rules.rules[d.rule].id.clone()).or_default() += 1;
     }
     if retired > 0 {
-        *out.found.entry(RETIRE_RULE.to_string()).or_default() += retired;
+        *out.revealed.entry(RETIRE_RULE.to_string()).or_default() += retired;
         *out.applied.entry(RETIRE_RULE.to_string()).or_default() += retired;
     }
     // What is left for manual work, measured on the result.
-    if text == source {
-        for d in &diagnostics {
-            *out.remaining
-                .entry(rules.rules[d.rule].id.clone())
-                .or_default() += 1;
-        }
+    let left = if text == source {
+        diagnostics.clone()
     } else {
         let sem = Semantic::build(&final_parse.module);
         let active = index.active(&text);
-        for d in check::check(&text, &final_parse, &sem, rules, index, &active, &facts) {
-            *out.remaining
-                .entry(rules.rules[d.rule].id.clone())
-                .or_default() += 1;
+        check::check(&text, &final_parse, &sem, rules, index, &active, &facts)
+    };
+    if out.internal_error.is_none() {
+        tally.step(&diags, &left);
+    }
+    for d in &left {
+        *out.remaining
+            .entry(rules.rules[d.rule].id.clone())
+            .or_default() += 1;
+    }
+    for (map, by_index) in [
+        (&mut out.revealed, &tally.revealed),
+        (&mut out.absorbed, &tally.absorbed),
+    ] {
+        for (rule, n) in by_index {
+            *map.entry(rules.rules[*rule].id.clone()).or_default() += n;
         }
     }
     out.diagnostics = diagnostics;

@@ -45,7 +45,12 @@ pub fn marker(d: &Diagnostic, required: FixClass) -> &'static str {
     }
 }
 
-/// Render diagnostics the way a person reads them.
+/// A rule that fires more than this many times in one file with the same message is grouped
+/// in the full text output: the first [`GROUP_SHOWN`] findings, then one line for the rest.
+pub const GROUP_OVER: usize = 5;
+pub const GROUP_SHOWN: usize = 3;
+
+/// Render diagnostics the way a person reads them: every one (rule fixtures, `--quiet`).
 pub fn diagnostics_text(
     path: &str,
     text: &str,
@@ -54,10 +59,50 @@ pub fn diagnostics_text(
     required: FixClass,
     show_source: bool,
 ) -> String {
+    render_diagnostics(path, text, diags, rules, required, show_source, false)
+}
+
+/// As [`diagnostics_text`], for `tpuport migrate`'s text output: with `show_source` (not
+/// `--quiet`), repetitive findings are grouped (see [`GROUP_OVER`]); `--quiet` keeps one line
+/// per finding, and JSON lists them all.
+pub fn diagnostics_text_grouped(
+    path: &str,
+    text: &str,
+    diags: &[Diagnostic],
+    rules: &RuleSet,
+    required: FixClass,
+    show_source: bool,
+) -> String {
+    render_diagnostics(path, text, diags, rules, required, show_source, true)
+}
+
+fn render_diagnostics(
+    path: &str,
+    text: &str,
+    diags: &[Diagnostic],
+    rules: &RuleSet,
+    required: FixClass,
+    show_source: bool,
+    group: bool,
+) -> String {
     let index = LineIndex::new(text);
     let mut out = String::new();
+    let mut groups: BTreeMap<(usize, &str), Vec<usize>> = BTreeMap::new();
+    for d in diags {
+        let line = index.line_col(text, d.range.start()).0;
+        groups.entry((d.rule, &d.message)).or_default().push(line);
+    }
+    let mut seen: BTreeMap<(usize, &str), usize> = BTreeMap::new();
     for d in diags {
         let rule = &rules.rules[d.rule];
+        let key = (d.rule, d.message.as_str());
+        let lines = &groups[&key];
+        let nth = seen.entry(key).or_default();
+        *nth += 1;
+        let grouped = group && show_source && lines.len() > GROUP_OVER;
+        if grouped && *nth > GROUP_SHOWN {
+            continue;
+        }
         let (line, col) = index.line_col(text, d.range.start());
         let _ = writeln!(
             out,
@@ -100,6 +145,20 @@ pub fn diagnostics_text(
                 );
             }
             out.push('\n');
+        }
+        if grouped && *nth == GROUP_SHOWN {
+            let rest = &lines[GROUP_SHOWN..];
+            let mut at: Vec<String> = rest.iter().take(10).map(|l| l.to_string()).collect();
+            if rest.len() > 10 {
+                at.push("…".into());
+            }
+            let _ = writeln!(
+                out,
+                "{path}: … and {} more {} with this message in this file (lines {})\n",
+                rest.len(),
+                rule.id,
+                at.join(", ")
+            );
         }
     }
     out
@@ -236,6 +295,43 @@ mod tests {
     }
 
     #[test]
+    fn repetitive_findings_are_grouped_unless_quiet() {
+        let rules = RuleSet::builtin();
+        let rule = rules.rules.iter().position(|r| r.id == "DEV017").unwrap();
+        let text = "x = 1\n".repeat(8);
+        let diags: Vec<Diagnostic> = (0..8u32)
+            .map(|i| Diagnostic {
+                rule,
+                range: TextRange::new(TextSize::from(i * 6), TextSize::from(i * 6 + 1)),
+                message: "same".into(),
+                fix: None,
+                note: None,
+            })
+            .collect();
+        let full = diagnostics_text_grouped("a.py", &text, &diags, &rules, FixClass::Safe, true);
+        let all = diagnostics_text("a.py", &text, &diags, &rules, FixClass::Safe, true);
+        assert_eq!(all.matches(": DEV017 same").count(), 8, "{all}");
+        assert_eq!(full.matches(": DEV017 same").count(), GROUP_SHOWN, "{full}");
+        assert!(
+            full.contains(
+                "a.py: … and 5 more DEV017 with this message in this file (lines 4, 5, 6, 7, 8)"
+            ),
+            "{full}"
+        );
+        let quiet = diagnostics_text_grouped("a.py", &text, &diags, &rules, FixClass::Safe, false);
+        assert_eq!(quiet.lines().count(), 8, "{quiet}");
+        let few = diagnostics_text_grouped(
+            "a.py",
+            &text,
+            &diags[..GROUP_OVER],
+            &rules,
+            FixClass::Safe,
+            true,
+        );
+        assert_eq!(few.matches(": DEV017 same").count(), GROUP_OVER);
+    }
+
+    #[test]
     fn diff_has_git_headers() {
         let d = unified_diff("x.py", "a\nb\n", "a\nc\n");
         assert!(d.starts_with("--- a/x.py\n+++ b/x.py\n@@"), "{d}");
@@ -243,26 +339,37 @@ mod tests {
     }
 }
 
+/// The `--statistics` counts over all files, by rule id (see [`Outcome`](super::Outcome)).
+#[derive(Debug, Default)]
+pub struct Counts {
+    pub found: BTreeMap<String, usize>,
+    pub revealed: BTreeMap<String, usize>,
+    pub fixed: BTreeMap<String, usize>,
+    pub left: BTreeMap<String, usize>,
+    pub absorbed: BTreeMap<String, usize>,
+}
+
 /// One row of `--statistics`: a rule or a family, with its counts over all files.
+/// `found + revealed = fixed + left + absorbed` on every row.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct StatRow {
     /// Rule id, family prefix, or "total".
     pub name: String,
-    /// Findings in the input.
+    /// Findings in the input (the ones listed).
     pub found: usize,
+    /// Findings a fix revealed: a nested use matched once the outer one was rewritten, or
+    /// (XLA001) a `torch_xla` import removed because nothing used it any more.
+    pub revealed: usize,
     /// Fixes applied (or that would be applied).
     pub fixed: usize,
     /// Findings left on the result: manual work, or unsafe fixes not enabled.
     pub left: usize,
+    /// Findings gone without a fix of their own: another fix removed or rewrote their code.
+    pub absorbed: usize,
 }
 
 /// Per-rule rows (in rule order), per-family rows (in family order) and the total.
-pub fn statistics(
-    rules: &RuleSet,
-    found: &BTreeMap<String, usize>,
-    fixed: &BTreeMap<String, usize>,
-    left: &BTreeMap<String, usize>,
-) -> (Vec<StatRow>, Vec<StatRow>, StatRow) {
+pub fn statistics(rules: &RuleSet, c: &Counts) -> (Vec<StatRow>, Vec<StatRow>, StatRow) {
     let get = |m: &BTreeMap<String, usize>, k: &str| m.get(k).copied().unwrap_or(0);
     let mut by_rule: Vec<StatRow> = vec![];
     let mut by_family: Vec<StatRow> = vec![];
@@ -276,11 +383,13 @@ pub fn statistics(
         }
         let row = StatRow {
             name: r.id.clone(),
-            found: get(found, &r.id),
-            fixed: get(fixed, &r.id),
-            left: get(left, &r.id),
+            found: get(&c.found, &r.id),
+            revealed: get(&c.revealed, &r.id),
+            fixed: get(&c.fixed, &r.id),
+            left: get(&c.left, &r.id),
+            absorbed: get(&c.absorbed, &r.id),
         };
-        if row.found + row.fixed + row.left == 0 {
+        if row.found + row.revealed + row.fixed + row.left + row.absorbed == 0 {
             continue;
         }
         let fam = match by_family.iter_mut().find(|f| f.name == r.family) {
@@ -295,47 +404,46 @@ pub fn statistics(
         };
         for acc in [fam, &mut total] {
             acc.found += row.found;
+            acc.revealed += row.revealed;
             acc.fixed += row.fixed;
             acc.left += row.left;
+            acc.absorbed += row.absorbed;
         }
         by_rule.push(row);
     }
     (by_rule, by_family, total)
 }
 
+const STAT_HEADER: &str = "   found revealed    fixed     left absorbed";
+
+fn stat_counts(r: &StatRow) -> String {
+    format!(
+        "{:>8} {:>8} {:>8} {:>8} {:>8}",
+        r.found, r.revealed, r.fixed, r.left, r.absorbed
+    )
+}
+
 /// The `--statistics` table.
 pub fn statistics_text(rules: &RuleSet, rows: &(Vec<StatRow>, Vec<StatRow>, StatRow)) -> String {
     let (by_rule, by_family, total) = rows;
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<8} {:>6} {:>6} {:>6}  fix     name",
-        "rule", "found", "fixed", "left"
-    );
+    let _ = writeln!(s, "{:<8}{STAT_HEADER}  fix     name", "rule");
     for r in by_rule {
         let rule = rules.get(&r.name);
         let (fix, name) = rule
             .first()
             .map(|x| (x.fix.as_str(), x.name.as_str()))
             .unwrap_or(("", ""));
-        let _ = writeln!(
-            s,
-            "{:<8} {:>6} {:>6} {:>6}  {fix:<7} {name}",
-            r.name, r.found, r.fixed, r.left
-        );
+        let _ = writeln!(s, "{:<8}{}  {fix:<7} {name}", r.name, stat_counts(r));
     }
     let _ = writeln!(s);
+    let _ = writeln!(s, "{:<8}{STAT_HEADER}", "family");
+    for r in by_family.iter().chain(std::iter::once(total)) {
+        let _ = writeln!(s, "{:<8}{}", r.name, stat_counts(r));
+    }
     let _ = writeln!(
         s,
-        "{:<8} {:>6} {:>6} {:>6}",
-        "family", "found", "fixed", "left"
+        "\nfound + revealed = fixed + left + absorbed (revealed: a fix exposed it; absorbed: another fix removed its code)"
     );
-    for r in by_family.iter().chain(std::iter::once(total)) {
-        let _ = writeln!(
-            s,
-            "{:<8} {:>6} {:>6} {:>6}",
-            r.name, r.found, r.fixed, r.left
-        );
-    }
     s
 }

@@ -12,6 +12,7 @@ mod fixtures;
 mod report;
 mod run;
 mod sim;
+mod statistics;
 mod tmux;
 mod ui;
 mod xla;
