@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::files::{self, FileIssue};
 use super::render;
-use super::{Outcome, RuleIndex, RuleSet, Settings, migrate_source};
+use super::{Outcome, RuleIndex, RuleSet, Settings, migrate_source_at};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -183,7 +183,7 @@ fn process(path: &Path, rules: &RuleSet, index: &RuleIndex, opts: &Options) -> F
         }
     };
     let display = path.display().to_string();
-    let outcome = migrate_source(&source.text, rules, index, opts.settings);
+    let outcome = migrate_source_at(&source.text, Some(path), rules, index, opts.settings);
     let required = opts.settings.required();
     // The first syntax error is the one to fix; the parser's recovery may report follow-ups.
     if let Some(e) = outcome.syntax_errors.first() {

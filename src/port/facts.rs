@@ -23,6 +23,13 @@ pub struct FileFacts {
     /// Every qualified name the code reads (`torch.nn.parallel.DistributedDataParallel`,
     /// `torch_xla.distributed.xla_multiprocessing.spawn`).
     pub uses: HashSet<String>,
+    /// The file is part of PyTorch/XLA's own sources (a `torch_xla` package directory): it
+    /// defines the APIs the rules rewrite, so no fix there is proven to keep its meaning.
+    pub torch_xla_own: bool,
+    /// The file runs as a program: an `if __name__ == "__main__":` block or a call statement at
+    /// module level. Only a program that never starts processes is proven single-process; a
+    /// library module's step may run under a launcher elsewhere (Lightning's XLA strategy).
+    pub program: bool,
 }
 
 impl FileFacts {
@@ -74,7 +81,11 @@ impl FileFacts {
         for s in &parsed.module.body {
             v.visit_stmt(s);
         }
-        FileFacts { uses: v.out }
+        FileFacts {
+            uses: v.out,
+            torch_xla_own: false,
+            program: parsed.module.body.iter().any(runs_as_program),
+        }
     }
 }
 
@@ -91,6 +102,46 @@ impl FileFacts {
 
 /// Could the rule's fix be unsafe in this file (it uses one of `unsafe_if_uses`)? Whether
 /// `unless_uses` lifts that is decided per finding, by [`dominated_by_call`].
+/// `if __name__ == "__main__":` or a call made at module level.
+fn runs_as_program(stmt: &Stmt) -> bool {
+    match stmt {
+        Stmt::Expr(e) => matches!(*e.value, Expr::Call(_)),
+        Stmt::If(i) => match &*i.test {
+            Expr::Compare(c) => [&*c.left]
+                .into_iter()
+                .chain(c.comparators.iter())
+                .any(|x| matches!(x, Expr::Name(n) if n.id.as_str() == "__name__")),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// Is `path` inside PyTorch/XLA's own package (a `torch_xla` directory above the file)?
+/// Rewriting torch_xla's implementation of itself (`device='xla'` in the code that registers
+/// that device, `xm.REDUCE_SUM` in the code that defines it) changes what torch_xla does.
+pub fn is_torch_xla_source(path: &std::path::Path) -> bool {
+    path.parent()
+        .is_some_and(|dir| dir.components().any(|c| c.as_os_str() == "torch_xla"))
+}
+
+/// In torch_xla's own sources every fix is at most unsafe, and says why.
+pub fn demote_in_torch_xla(diags: &mut [super::diagnostic::Diagnostic]) {
+    for d in diags {
+        if let Some(fix) = &mut d.fix
+            && fix.applicability > super::rules::FixClass::Unsafe
+        {
+            fix.applicability = super::rules::FixClass::Unsafe;
+            d.note = Some(
+                "this file is part of PyTorch/XLA's own sources (under a `torch_xla` package): \
+                 it defines the API being rewritten, so the fix is unsafe; port the code that \
+                 uses torch_xla instead"
+                    .into(),
+            );
+        }
+    }
+}
+
 pub fn unsafe_here(rule: &Rule, facts: &FileFacts) -> bool {
     !rule.unsafe_if_uses.is_empty() && facts.uses_any(&rule.unsafe_if_uses)
 }

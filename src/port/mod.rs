@@ -111,6 +111,18 @@ pub fn migrate_source(
     index: &RuleIndex,
     settings: Settings,
 ) -> Outcome {
+    migrate_source_at(source, None, rules, index, settings)
+}
+
+/// [`migrate_source`] for the file at `path`: in PyTorch/XLA's own sources (a `torch_xla`
+/// package directory) every fix is at most unsafe ([`facts::is_torch_xla_source`]).
+pub fn migrate_source_at(
+    source: &str,
+    path: Option<&std::path::Path>,
+    rules: &RuleSet,
+    index: &RuleIndex,
+    settings: Settings,
+) -> Outcome {
     let active = index.active(source);
     if !active.iter().any(|a| *a) && !source.contains("def _tpuport_") {
         return Outcome {
@@ -122,7 +134,7 @@ pub fn migrate_source(
     let parsed = parse::parse(source);
     let sem = Semantic::build(&parsed.module);
     // What the file uses is only collected when an active rule asks about it.
-    let facts = if rules
+    let mut facts = if rules
         .rules
         .iter()
         .zip(&active)
@@ -132,6 +144,7 @@ pub fn migrate_source(
     } else {
         facts::FileFacts::default()
     };
+    facts.torch_xla_own = path.is_some_and(facts::is_torch_xla_source);
     let diagnostics = check::check(source, &parsed, &sem, rules, index, &active, &facts);
     let mut out = Outcome {
         syntax_errors: parsed.errors.clone(),
@@ -317,5 +330,39 @@ mod tests {
         let (twice, out2) = run(&once);
         assert_eq!(once, twice);
         assert!(out2.output.is_none());
+    }
+}
+
+#[cfg(test)]
+mod scope_tests {
+    //! Fix classes that depend on where the file sits or whether it is a program.
+    use super::*;
+    use std::path::Path;
+
+    fn safe_output(src: &str, path: Option<&str>) -> Option<String> {
+        let rules = RuleSet::builtin();
+        let index = RuleIndex::new(&rules);
+        migrate_source_at(src, path.map(Path::new), &rules, &index, Settings::default()).output
+    }
+
+    #[test]
+    fn torch_xla_own_sources_get_no_safe_fix() {
+        let src = "import torch\nimport torch_xla.core.xla_model as xm\n\ndef f(t):\n    xm.mark_step()\n    return t.to('xla')\n";
+        assert!(safe_output(src, Some("site-packages/torch_xla/core/x.py")).is_none());
+        assert!(safe_output(src, Some("torch_xla/x.py")).is_none());
+        // A user's file (or one named torch_xla.py) is ported as usual.
+        assert!(safe_output(src, Some("proj/torch_xla.py")).is_some());
+        assert!(safe_output(src, None).is_some());
+    }
+
+    #[test]
+    fn optimizer_step_in_a_library_module_is_unsafe() {
+        // Lightning's XLA precision plugin: the launcher lives elsewhere, no DDP wraps the model.
+        let lib = "import torch_xla.core.xla_model as xm\n\nclass P:\n    def step(self, optimizer, **kwargs):\n        return xm.optimizer_step(optimizer, optimizer_args=kwargs)\n";
+        assert!(safe_output(lib, None).is_none());
+        let script = format!("{lib}\nif __name__ == \"__main__\":\n    P().step(opt)\n");
+        assert!(safe_output(&script, None).is_some());
+        let top = "import torch_xla.core.xla_model as xm\nxm.optimizer_step(optimizer)\n";
+        assert!(safe_output(top, None).is_some());
     }
 }

@@ -149,7 +149,8 @@ impl<'a> Checker<'a> {
     /// to this finding calls one of `unless_uses` (in the innermost function, or at module level).
     pub(super) fn unsafe_by_context(&self, rule: &Rule) -> bool {
         if !facts::unsafe_here(rule, self.facts) {
-            return false;
+            // No process launch in sight: single-process only if this file is the program.
+            return !rule.unless_uses.is_empty() && !self.facts.program;
         }
         if rule.unless_uses.is_empty() {
             return true;

@@ -15,7 +15,7 @@
 //! `unwrap.rs` (`with` unwrapping), `suppress.rs` (`# tpuport: ignore`), `guard.rs` (tests that
 //! guard CUDA-only code keep their meaning), `foreign.rs` (device-like strings that are not this
 //! program's devices) and `flow.rs` (a string assigned to a name takes the roles of the name's
-//! uses).
+//! uses), `probe.rs` (calls made to see whether they raise).
 
 mod args;
 mod assign;
@@ -26,6 +26,7 @@ mod flow;
 mod foreign;
 mod guard;
 mod names;
+mod probe;
 mod remove;
 mod roles;
 mod strings;
@@ -90,7 +91,11 @@ pub fn check(
     for stmt in &parsed.module.body {
         c.visit_stmt(stmt);
     }
-    c.finish()
+    let mut diags = c.finish();
+    if facts.torch_xla_own {
+        facts::demote_in_torch_xla(&mut diags);
+    }
+    diags
 }
 impl<'a> SourceOrderVisitor<'a> for Checker<'a> {
     fn enter_node(&mut self, node: AnyNodeRef<'a>) -> TraversalSignal {
