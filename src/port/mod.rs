@@ -365,4 +365,13 @@ mod scope_tests {
         let top = "import torch_xla.core.xla_model as xm\nxm.optimizer_step(optimizer)\n";
         assert!(safe_output(top, None).is_some());
     }
+
+    #[test]
+    fn device_count_in_an_spmd_file_is_unsafe() {
+        // transformers' FSDPv2: one process drives every device, so the count is not the world size.
+        let spmd = "import numpy as np\nimport torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\nn = xr.global_runtime_device_count()\nxs.set_global_mesh(xs.Mesh(np.arange(n), (n, 1)))\n";
+        assert!(safe_output(spmd, None).is_none());
+        let plain = "import torch_xla.runtime as xr\nn = xr.global_runtime_device_count()\n";
+        assert!(safe_output(plain, None).is_some());
+    }
 }

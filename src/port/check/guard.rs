@@ -82,6 +82,11 @@ const PORTABLE_OPS: &[&str] = &[
 fn cuda_only_name(q: &str) -> Option<String> {
     let q = q.trim_start_matches('.');
     let segs: Vec<&str> = q.split('.').collect();
+    // PyTorch/XLA's C extension works on torch_xla's lazy tensors only: a TPU tensor sent there
+    // fails (`torch_xla._XLAC._xla_get_tensor_id(t)` under `t.device.type == "xla"`).
+    if q == "torch_xla._XLAC" || q.starts_with("torch_xla._XLAC.") {
+        return Some(format!("`{q}`"));
+    }
     if let Some(rest) = q.strip_prefix("torch.") {
         let cuda_only = match segs.get(1).copied() {
             Some("cuda") => segs.get(2).is_some_and(|s| CUDA_ONLY_TORCH.contains(s)),
@@ -458,9 +463,14 @@ fn is_skip(func: &Expr) -> bool {
 }
 
 fn guard_note(what: String) -> String {
+    let only = if what.contains("torch_xla") {
+        "PyTorch/XLA-only"
+    } else {
+        "CUDA-only"
+    };
     format!(
-        "not rewritten: this test guards CUDA-only code ({what}); on a TPU the portable path \
-         must keep running, so leave the guard as it is (or port the CUDA-only path by hand)"
+        "not rewritten: this test guards {only} code ({what}); on a TPU the portable path \
+         must keep running, so leave the guard as it is (or port the {only} path by hand)"
     )
 }
 
