@@ -342,7 +342,14 @@ mod scope_tests {
     fn safe_output(src: &str, path: Option<&str>) -> Option<String> {
         let rules = RuleSet::builtin();
         let index = RuleIndex::new(&rules);
-        migrate_source_at(src, path.map(Path::new), &rules, &index, Settings::default()).output
+        migrate_source_at(
+            src,
+            path.map(Path::new),
+            &rules,
+            &index,
+            Settings::default(),
+        )
+        .output
     }
 
     #[test]

@@ -26,8 +26,6 @@ impl Checker<'_> {
         };
         discarded
             && !t.handlers.is_empty()
-            && t.body
-                .iter()
-                .any(|s: &Stmt| s.range() == stmt.range())
+            && t.body.iter().any(|s: &Stmt| s.range() == stmt.range())
     }
 }
