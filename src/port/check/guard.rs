@@ -15,6 +15,7 @@ use ruff_python_ast::{self as ast, AnyNodeRef, Expr, ExprContext, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
 use super::Checker;
+use crate::port::rules::Matcher;
 use crate::port::semantic::Semantic;
 
 /// A skip reason that says the test is about CUDA-only machinery.
@@ -191,6 +192,40 @@ impl<'a> Checker<'a> {
                 self.fallbacks[i].note = Some(note);
             }
         }
+    }
+
+    /// Take the fixes off the string findings made since `diags` (a device or backend string)
+    /// that sit in a function running CUDA-only code: `torch.randn(..., device="cuda")` feeding a
+    /// Triton kernel names that kernel's device, not the program's.
+    pub(super) fn keep_cuda_only_devices(&mut self, diags: usize) {
+        let mut note = None;
+        for i in diags..self.diags.len() {
+            let d = &self.diags[i];
+            if d.fix.is_none() || !matches!(self.rule(d.rule).matcher, Matcher::String { .. }) {
+                continue;
+            }
+            if note.is_none() {
+                note = Some(self.cuda_only_function().map(device_note));
+            }
+            if let Some(Some(n)) = &note {
+                self.diags[i].fix = None;
+                self.diags[i].note = Some(n.clone());
+            }
+        }
+    }
+
+    /// What CUDA-only code the outermost function around the current node runs, if any.
+    fn cuda_only_function(&self) -> Option<String> {
+        let pos = self
+            .stack
+            .iter()
+            .position(|n| matches!(n, AnyNodeRef::StmtFunctionDef(_)))?;
+        let AnyNodeRef::StmtFunctionDef(f) = self.stack[pos] else {
+            return None;
+        };
+        let mut scan = self.scanner(&self.stack[..=pos]);
+        scan.scan_stmts(&f.body);
+        scan.found
     }
 
     /// If the expression at `range` is (part of) the test of a guard whose code is CUDA-only:
@@ -461,6 +496,13 @@ fn guard_note(what: String) -> String {
     format!(
         "not rewritten: this test guards CUDA-only code ({what}); on a TPU the portable path \
          must keep running, so leave the guard as it is (or port the CUDA-only path by hand)"
+    )
+}
+
+fn device_note(what: String) -> String {
+    format!(
+        "not rewritten: this function runs CUDA-only code ({what}), so the device here is that \
+         code's, not the program's; port the function by hand"
     )
 }
 
