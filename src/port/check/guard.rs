@@ -88,6 +88,9 @@ fn cuda_only_name(q: &str) -> Option<String> {
             Some("cuda") => segs.get(2).is_some_and(|s| CUDA_ONLY_TORCH.contains(s)),
             Some("ops") => segs.get(2).is_some_and(|ns| !PORTABLE_OPS.contains(ns)),
             Some("utils") => rest.starts_with("utils.cpp_extension"),
+            // Whether CUDA's flash/efficient/cuDNN SDPA kernels would run; choosing FA3.
+            Some("backends") => rest.starts_with("backends.cuda.can_use_"),
+            Some("nn") => rest == "nn.attention.activate_flash_attention_impl",
             _ => false,
         };
         return cuda_only.then(|| format!("`{q}`"));
@@ -525,6 +528,7 @@ mod tests {
             "torch.ops.mylib.fused_add",
             "torch.cuda.CUDAGraph",
             "torch.utils.cpp_extension.load_inline",
+            "torch.backends.cuda.can_use_flash_attention",
             "mylib._C.fused",
             ".._C",
             "fused_adam_cuda",
