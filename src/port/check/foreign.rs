@@ -46,6 +46,11 @@ const TEST_PARAMS: &[&str] = &[
     "deviceCountAtLeast",
 ];
 
+/// Device types other than TorchTPU's, as keys of per-device tables.
+const DEVICE_TYPES: &[&str] = &[
+    "cuda", "cpu", "xpu", "hpu", "npu", "mps", "mlu", "musa", "xla", "meta", "mtia", "neuron",
+];
+
 const LIBRARY_NOTE: &str = "not rewritten: this is the device type a custom op or kernel is \
     registered for, and the registered code is CUDA code, which does not run on a TPU; register \
     a TPU (or composite) implementation by hand";
@@ -130,6 +135,28 @@ impl<'a> Checker<'a> {
             }
         }
         None
+    }
+
+    /// A value in a table keyed by device type (`{"cuda": "nccl", "xpu": "ccl"}`) under a key
+    /// other than "tpu": it is that device's entry, not this program's device or backend.
+    pub(super) fn device_table_entry(
+        &self,
+        ancestors: &[AnyNodeRef<'a>],
+        range: TextRange,
+    ) -> Option<String> {
+        let Some(AnyNodeRef::ExprDict(d)) = ancestors.last() else {
+            return None;
+        };
+        let key = d.items.iter().find_map(|i| match &i.key {
+            Some(Expr::StringLiteral(k)) if i.value.range() == range => Some(k.value.to_str()),
+            _ => None,
+        })?;
+        DEVICE_TYPES.contains(&key).then(|| {
+            format!(
+                "not rewritten: this is the \"{key}\" entry of a table keyed by device type; \
+                 add a \"tpu\" entry (\"tpu_dist\" for a backend) if the table lacks one"
+            )
+        })
     }
 
     /// The string is an argument of this call (as `keyword`, or positional).

@@ -162,6 +162,13 @@ impl<'a> Checker<'a> {
                                 d.note = Some(note);
                             }
                         }
+                        if d.fix.is_some() {
+                            let at = &self.stack[..self.stack.len() - site.depth];
+                            if let Some(note) = self.device_table_entry(at, site.form_range) {
+                                d.fix = None;
+                                d.note = Some(note);
+                            }
+                        }
                         self.diags.push(d);
                         return;
                     }
