@@ -159,6 +159,43 @@ impl<'a> Checker<'a> {
         })
     }
 
+    /// A string in a class whose name says it is the CUDA or NCCL implementation of a
+    /// per-backend abstraction (DeepSpeed's `CUDA_Accelerator`), or assigned to a name that says
+    /// NCCL (`NCCL_BACKEND = "nccl"`): it names that backend, not this program's.
+    pub(super) fn cuda_implementation(&self, ancestors: &[AnyNodeRef<'a>]) -> Option<String> {
+        let says = |name: &str| {
+            let n = name.to_ascii_lowercase();
+            n.contains("cuda") || n.contains("nccl")
+        };
+        let class = ancestors.iter().find_map(|a| match a {
+            AnyNodeRef::StmtClassDef(c) if says(c.name.as_str()) => Some(c.name.as_str()),
+            _ => None,
+        });
+        if let Some(name) = class {
+            return Some(format!(
+                "not rewritten: `{name}` implements the CUDA/NCCL backend of a per-device \
+                 abstraction; give TorchTPU its own implementation instead"
+            ));
+        }
+        // The assigned value itself (or a branch of it), not an argument inside it.
+        let target = ancestors
+            .iter()
+            .rev()
+            .find(|a| !matches!(a, AnyNodeRef::ExprIf(_) | AnyNodeRef::ExprBoolOp(_)))
+            .and_then(|a| match a {
+                AnyNodeRef::StmtAssign(s) => s.targets.first(),
+                _ => None,
+            });
+        match target {
+            Some(Expr::Name(n)) if n.id.to_ascii_lowercase().contains("nccl") => Some(format!(
+                "not rewritten: `{}` names the NCCL backend itself; compare with a TorchTPU \
+                 name of your own instead",
+                n.id
+            )),
+            _ => None,
+        }
+    }
+
     /// The string is an argument of this call (as `keyword`, or positional).
     fn foreign_call(&self, c: &ast::ExprCall, keyword: Option<&str>) -> Option<String> {
         let q = self.sem.qualified_name(&c.func);

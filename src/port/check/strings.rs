@@ -164,7 +164,8 @@ impl<'a> Checker<'a> {
                         }
                         if d.fix.is_some() {
                             let at = &self.stack[..self.stack.len() - site.depth];
-                            if let Some(note) = self.device_table_entry(at, site.form_range) {
+                            let note = self.device_table_entry(at, site.form_range);
+                            if let Some(note) = note.or_else(|| self.cuda_implementation(at)) {
                                 d.fix = None;
                                 d.note = Some(note);
                             }
