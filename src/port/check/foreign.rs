@@ -46,6 +46,11 @@ const TEST_PARAMS: &[&str] = &[
     "deviceCountAtLeast",
 ];
 
+/// Device types other than TorchTPU's, as keys of per-device tables.
+const DEVICE_TYPES: &[&str] = &[
+    "cuda", "cpu", "xpu", "hpu", "npu", "mps", "mlu", "musa", "xla", "meta", "mtia", "neuron",
+];
+
 const LIBRARY_NOTE: &str = "not rewritten: this is the device type a custom op or kernel is \
     registered for, and the registered code is CUDA code, which does not run on a TPU; register \
     a TPU (or composite) implementation by hand";
@@ -130,6 +135,65 @@ impl<'a> Checker<'a> {
             }
         }
         None
+    }
+
+    /// A value in a table keyed by device type (`{"cuda": "nccl", "xpu": "ccl"}`) under a key
+    /// other than "tpu": it is that device's entry, not this program's device or backend.
+    pub(super) fn device_table_entry(
+        &self,
+        ancestors: &[AnyNodeRef<'a>],
+        range: TextRange,
+    ) -> Option<String> {
+        let Some(AnyNodeRef::ExprDict(d)) = ancestors.last() else {
+            return None;
+        };
+        let key = d.items.iter().find_map(|i| match &i.key {
+            Some(Expr::StringLiteral(k)) if i.value.range() == range => Some(k.value.to_str()),
+            _ => None,
+        })?;
+        DEVICE_TYPES.contains(&key).then(|| {
+            format!(
+                "not rewritten: this is the \"{key}\" entry of a table keyed by device type; \
+                 add a \"tpu\" entry (\"tpu_dist\" for a backend) if the table lacks one"
+            )
+        })
+    }
+
+    /// A string in a class whose name says it is the CUDA or NCCL implementation of a
+    /// per-backend abstraction (DeepSpeed's `CUDA_Accelerator`), or assigned to a name that says
+    /// NCCL (`NCCL_BACKEND = "nccl"`): it names that backend, not this program's.
+    pub(super) fn cuda_implementation(&self, ancestors: &[AnyNodeRef<'a>]) -> Option<String> {
+        let says = |name: &str| {
+            let n = name.to_ascii_lowercase();
+            n.contains("cuda") || n.contains("nccl")
+        };
+        let class = ancestors.iter().find_map(|a| match a {
+            AnyNodeRef::StmtClassDef(c) if says(c.name.as_str()) => Some(c.name.as_str()),
+            _ => None,
+        });
+        if let Some(name) = class {
+            return Some(format!(
+                "not rewritten: `{name}` implements the CUDA/NCCL backend of a per-device \
+                 abstraction; give TorchTPU its own implementation instead"
+            ));
+        }
+        // The assigned value itself (or a branch of it), not an argument inside it.
+        let target = ancestors
+            .iter()
+            .rev()
+            .find(|a| !matches!(a, AnyNodeRef::ExprIf(_) | AnyNodeRef::ExprBoolOp(_)))
+            .and_then(|a| match a {
+                AnyNodeRef::StmtAssign(s) => s.targets.first(),
+                _ => None,
+            });
+        match target {
+            Some(Expr::Name(n)) if n.id.to_ascii_lowercase().contains("nccl") => Some(format!(
+                "not rewritten: `{}` names the NCCL backend itself; compare with a TorchTPU \
+                 name of your own instead",
+                n.id
+            )),
+            _ => None,
+        }
     }
 
     /// The string is an argument of this call (as `keyword`, or positional).

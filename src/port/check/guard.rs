@@ -15,6 +15,7 @@ use ruff_python_ast::{self as ast, AnyNodeRef, Expr, ExprContext, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
 use super::Checker;
+use crate::port::rules::Matcher;
 use crate::port::semantic::Semantic;
 
 /// A skip reason that says the test is about CUDA-only machinery.
@@ -92,6 +93,9 @@ fn cuda_only_name(q: &str) -> Option<String> {
             Some("cuda") => segs.get(2).is_some_and(|s| CUDA_ONLY_TORCH.contains(s)),
             Some("ops") => segs.get(2).is_some_and(|ns| !PORTABLE_OPS.contains(ns)),
             Some("utils") => rest.starts_with("utils.cpp_extension"),
+            // Whether CUDA's flash/efficient/cuDNN SDPA kernels would run; choosing FA3.
+            Some("backends") => rest.starts_with("backends.cuda.can_use_"),
+            Some("nn") => rest == "nn.attention.activate_flash_attention_impl",
             _ => false,
         };
         return cuda_only.then(|| format!("`{q}`"));
@@ -196,6 +200,40 @@ impl<'a> Checker<'a> {
                 self.fallbacks[i].note = Some(note);
             }
         }
+    }
+
+    /// Take the fixes off the string findings made since `diags` (a device or backend string)
+    /// that sit in a function running CUDA-only code: `torch.randn(..., device="cuda")` feeding a
+    /// Triton kernel names that kernel's device, not the program's.
+    pub(super) fn keep_cuda_only_devices(&mut self, diags: usize) {
+        let mut note = None;
+        for i in diags..self.diags.len() {
+            let d = &self.diags[i];
+            if d.fix.is_none() || !matches!(self.rule(d.rule).matcher, Matcher::String { .. }) {
+                continue;
+            }
+            if note.is_none() {
+                note = Some(self.cuda_only_function().map(device_note));
+            }
+            if let Some(Some(n)) = &note {
+                self.diags[i].fix = None;
+                self.diags[i].note = Some(n.clone());
+            }
+        }
+    }
+
+    /// What CUDA-only code the outermost function around the current node runs, if any.
+    fn cuda_only_function(&self) -> Option<String> {
+        let pos = self
+            .stack
+            .iter()
+            .position(|n| matches!(n, AnyNodeRef::StmtFunctionDef(_)))?;
+        let AnyNodeRef::StmtFunctionDef(f) = self.stack[pos] else {
+            return None;
+        };
+        let mut scan = self.scanner(&self.stack[..=pos]);
+        scan.scan_stmts(&f.body);
+        scan.found
     }
 
     /// If the expression at `range` is (part of) the test of a guard whose code is CUDA-only:
@@ -474,6 +512,13 @@ fn guard_note(what: String) -> String {
     )
 }
 
+fn device_note(what: String) -> String {
+    format!(
+        "not rewritten: this function runs CUDA-only code ({what}), so the device here is that \
+         code's, not the program's; port the function by hand"
+    )
+}
+
 fn skip_note(why: &str) -> String {
     format!(
         "not rewritten: this skip condition keeps a CUDA-only test off other devices ({why}); \
@@ -493,6 +538,7 @@ mod tests {
             "torch.ops.mylib.fused_add",
             "torch.cuda.CUDAGraph",
             "torch.utils.cpp_extension.load_inline",
+            "torch.backends.cuda.can_use_flash_attention",
             "mylib._C.fused",
             ".._C",
             "fused_adam_cuda",

@@ -125,6 +125,12 @@ impl<'a> SourceOrderVisitor<'a> for Checker<'a> {
         }
         if found != (self.diags.len(), self.fallbacks.len()) {
             self.keep_cuda_guards(found.0, found.1);
+            if matches!(
+                node,
+                AnyNodeRef::ExprStringLiteral(_) | AnyNodeRef::ExprFString(_)
+            ) {
+                self.keep_cuda_only_devices(found.0);
+            }
         }
         self.stack.push(node);
         TraversalSignal::Traverse

@@ -162,6 +162,14 @@ impl<'a> Checker<'a> {
                                 d.note = Some(note);
                             }
                         }
+                        if d.fix.is_some() {
+                            let at = &self.stack[..self.stack.len() - site.depth];
+                            let note = self.device_table_entry(at, site.form_range);
+                            if let Some(note) = note.or_else(|| self.cuda_implementation(at)) {
+                                d.fix = None;
+                                d.note = Some(note);
+                            }
+                        }
                         self.diags.push(d);
                         return;
                     }
