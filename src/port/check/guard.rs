@@ -40,6 +40,15 @@ const CUDA_ONLY_TORCH: &[&str] = &[
     "_sleep",
 ];
 
+/// `torch.cuda.*` / `torch.cuda.memory.*` memory-history tools with no TorchTPU counterpart
+/// (mapping.md, MEM013).
+const CUDA_ONLY_MEMORY: &[&str] = &[
+    "_record_memory_history",
+    "_dump_snapshot",
+    "_snapshot",
+    "memory_snapshot",
+];
+
 /// Libraries whose code runs on NVIDIA GPUs only.
 const CUDA_ONLY_ROOTS: &[&str] = &[
     "triton",
@@ -84,7 +93,10 @@ fn cuda_only_name(q: &str) -> Option<String> {
     let segs: Vec<&str> = q.split('.').collect();
     if let Some(rest) = q.strip_prefix("torch.") {
         let cuda_only = match segs.get(1).copied() {
-            Some("cuda") => segs.get(2).is_some_and(|s| CUDA_ONLY_TORCH.contains(s)),
+            Some("cuda") => {
+                segs.get(2).is_some_and(|s| CUDA_ONLY_TORCH.contains(s))
+                    || segs[2..].iter().any(|s| CUDA_ONLY_MEMORY.contains(s))
+            }
             Some("ops") => segs.get(2).is_some_and(|ns| !PORTABLE_OPS.contains(ns)),
             Some("utils") => rest.starts_with("utils.cpp_extension"),
             _ => false,

@@ -14,8 +14,8 @@
 //! (statement removal, duplicates), `assign.rs` (assignments rewritten by their value),
 //! `unwrap.rs` (`with` unwrapping), `suppress.rs` (`# tpuport: ignore`), `guard.rs` (tests that
 //! guard CUDA-only code keep their meaning), `foreign.rs` (device-like strings that are not this
-//! program's devices) and `flow.rs` (a string assigned to a name takes the roles of the name's
-//! uses).
+//! program's devices), `scope.rs` (device findings inside code named for CUDA) and `flow.rs` (a
+//! string assigned to a name takes the roles of the name's uses).
 
 mod args;
 mod assign;
@@ -28,6 +28,7 @@ mod guard;
 mod names;
 mod remove;
 mod roles;
+mod scope;
 mod strings;
 mod suppress;
 mod unwrap;
@@ -120,6 +121,7 @@ impl<'a> SourceOrderVisitor<'a> for Checker<'a> {
         }
         if found != (self.diags.len(), self.fallbacks.len()) {
             self.keep_cuda_guards(found.0, found.1);
+            self.keep_cuda_scopes(found.0);
         }
         self.stack.push(node);
         TraversalSignal::Traverse

@@ -1,0 +1,73 @@
+//! Code named or worded for CUDA. Inside a function or class named for CUDA
+//! (`class CUDA_Accelerator`, `def cuda(self)`, `def _check_device_cuda`,
+//! `def get_torch_cuda_device_capability`) the code implements or asks about CUDA itself: a
+//! library's CUDA backend, a module's own `.cuda()` method, a capability probe. A test whose
+//! failure says CUDA is required (`assert x.is_cuda, "Input tensor must be CUDA"`,
+//! `if d.type != "cuda": raise RuntimeError("only on CUDA")`) guards code that needs CUDA.
+//! Rewriting their device strings, `.cuda()` calls or `is_cuda` tests to the TPU would make the
+//! CUDA code claim the TPU. A device finding (DEV) there keeps no fix; its note says why.
+
+use ruff_python_ast::{AnyNodeRef, Stmt};
+use ruff_text_size::{Ranged, TextRange};
+
+use super::Checker;
+
+impl<'a> Checker<'a> {
+    /// Take the fixes off the device findings made since `diags` that sit in code named or
+    /// worded for CUDA, with a note saying why.
+    pub(super) fn keep_cuda_scopes(&mut self, diags: usize) {
+        for i in diags..self.diags.len() {
+            if self.diags[i].fix.is_none() || !self.rule(self.diags[i].rule).id.starts_with("DEV")
+            {
+                continue;
+            }
+            let note = match self.cuda_scope() {
+                Some(scope) => format!(
+                    "not rewritten: inside `{scope}`, which is named for CUDA: code that \
+                     implements or asks about CUDA itself (a CUDA backend, a `.cuda()` method, a \
+                     CUDA capability check) must keep naming CUDA; give the TPU its own code path \
+                     by hand if it needs one"
+                ),
+                None => match self.cuda_requirement(self.diags[i].range) {
+                    Some(()) => "not rewritten: the test's failure says CUDA is required (an \
+                                 assertion or raise that names CUDA): it guards code that needs \
+                                 CUDA; check that code runs on a TPU before changing the test"
+                        .to_string(),
+                    None => continue,
+                },
+            };
+            self.diags[i].fix = None;
+            self.diags[i].note = Some(note);
+        }
+    }
+
+    /// The innermost enclosing function or class whose name mentions CUDA.
+    fn cuda_scope(&self) -> Option<&'a str> {
+        self.stack.iter().rev().find_map(|n| {
+            let name = match n {
+                AnyNodeRef::StmtFunctionDef(f) => f.name.as_str(),
+                AnyNodeRef::StmtClassDef(c) => c.name.as_str(),
+                _ => return None,
+            };
+            name.to_ascii_lowercase().contains("cuda").then_some(name)
+        })
+    }
+
+    /// Is the finding at `range` in the test of an `assert` whose message names CUDA, or of an
+    /// `if` whose body starts by raising an error that names CUDA?
+    fn cuda_requirement(&self, range: TextRange) -> Option<()> {
+        let names_cuda = |r: TextRange| self.text(r).to_ascii_lowercase().contains("cuda");
+        let stmt = self.stack.iter().rev().find_map(|n| n.as_stmt_ref())?;
+        let hit = match stmt {
+            ruff_python_ast::StmtRef::Assert(a) => {
+                a.test.range().contains_range(range) && a.msg.as_ref().is_some_and(|m| names_cuda(m.range()))
+            }
+            ruff_python_ast::StmtRef::If(i) => {
+                i.test.range().contains_range(range)
+                    && matches!(i.body.first(), Some(Stmt::Raise(r)) if names_cuda(r.range))
+            }
+            _ => false,
+        };
+        hit.then_some(())
+    }
+}
