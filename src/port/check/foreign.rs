@@ -173,7 +173,10 @@ impl<'a> Checker<'a> {
         };
         if let Expr::Attribute(a) = callee
             && a.attr.as_str() == "device_name"
-            && self.text(a.value.range()).to_ascii_lowercase().contains("accelerator")
+            && self
+                .text(a.value.range())
+                .to_ascii_lowercase()
+                .contains("accelerator")
         {
             return Some(format!(
                 "not rewritten: `{}` is a library accelerator's own name (DeepSpeed's says \

@@ -17,8 +17,7 @@ impl<'a> Checker<'a> {
     /// worded for CUDA, with a note saying why.
     pub(super) fn keep_cuda_scopes(&mut self, diags: usize) {
         for i in diags..self.diags.len() {
-            if self.diags[i].fix.is_none() || !self.rule(self.diags[i].rule).id.starts_with("DEV")
-            {
+            if self.diags[i].fix.is_none() || !self.rule(self.diags[i].rule).id.starts_with("DEV") {
                 continue;
             }
             let note = match self.cuda_scope() {
@@ -60,7 +59,8 @@ impl<'a> Checker<'a> {
         let stmt = self.stack.iter().rev().find_map(|n| n.as_stmt_ref())?;
         let hit = match stmt {
             ruff_python_ast::StmtRef::Assert(a) => {
-                a.test.range().contains_range(range) && a.msg.as_ref().is_some_and(|m| names_cuda(m.range()))
+                a.test.range().contains_range(range)
+                    && a.msg.as_ref().is_some_and(|m| names_cuda(m.range()))
             }
             ruff_python_ast::StmtRef::If(i) => {
                 i.test.range().contains_range(range)
@@ -69,5 +69,34 @@ impl<'a> Checker<'a> {
             _ => false,
         };
         hit.then_some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
+
+    fn migrate(src: &str, unsafe_fixes: bool) -> String {
+        let rules = RuleSet::builtin();
+        let index = RuleIndex::new(&rules);
+        let out = migrate_source(src, &rules, &index, Settings { unsafe_fixes });
+        out.output.unwrap_or_else(|| src.to_string())
+    }
+
+    /// The DEV rules' `unsafe_if_uses`: in a file that uses a CUDA-only library, a device string
+    /// may be what sends tensors into it, so its fix is unsafe.
+    #[test]
+    fn device_fixes_are_unsafe_in_files_using_cuda_only_libraries() {
+        let src = "import bitsandbytes as bnb\nimport torch\n\nx = torch.zeros(3).to(\"cuda\")\ny = bnb.functional.quantize_4bit(x)\n";
+        assert_eq!(migrate(src, false), src);
+        assert!(migrate(src, true).contains(".to(\"tpu\")"));
+        let plain = "import torch\n\nx = torch.zeros(3).to(\"cuda\")\n";
+        assert!(migrate(plain, false).contains(".to(\"tpu\")"));
+    }
+
+    #[test]
+    fn code_named_for_cuda_keeps_its_device() {
+        let src = "import torch\n\n\nclass CUDABackend:\n    def device(self, i):\n        return torch.device(\"cuda\", i)\n";
+        assert_eq!(migrate(src, true), src);
     }
 }
