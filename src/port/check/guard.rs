@@ -19,7 +19,7 @@ use crate::port::semantic::Semantic;
 
 /// A skip reason that says the test is about CUDA-only machinery.
 static CUDA_ONLY_REASON: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)cuda[- _]?only|only (on|for|with) cuda|triton|helion|cuda ?graph|cudnn|cutlass|nccl|cuda kernel|custom (cuda )?kernel|cpp_extension|flash.?attn|nvfuser|cupy").unwrap()
+    Regex::new(r"(?i)cuda[- _]?only|only (on|for|with) cuda|triton|helion|cuda ?graph|cudnn|cutlass|nccl|cuda kernel|custom (cuda )?kernel|cpp_extension|flash.?attn|nvfuser|cupy|requires? (pytorch ?\+ ?)?cuda\b").unwrap()
 });
 
 /// `torch.cuda.*` names that are CUDA-only machinery (no TPU counterpart a guard could select).
