@@ -53,17 +53,22 @@ impl<'a> Checker<'a> {
     }
 
     /// Is the finding at `range` in the test of an `assert` whose message names CUDA, or of an
-    /// `if` whose body starts by raising an error that names CUDA?
+    /// `if` whose body starts by raising an error that names CUDA (not an availability check)?
     fn cuda_requirement(&self, range: TextRange) -> Option<()> {
         let names_cuda = |r: TextRange| self.text(r).to_ascii_lowercase().contains("cuda");
         let stmt = self.stack.iter().rev().find_map(|n| n.as_stmt_ref())?;
+        // `if args.device == "cuda" and not torch.cuda.is_available(): raise ...`: an
+        // availability check, whose test migrates as a whole (CUD001), not a requirement.
+        let availability = |r: TextRange| self.text(r).contains("is_available");
         let hit = match stmt {
             ruff_python_ast::StmtRef::Assert(a) => {
                 a.test.range().contains_range(range)
+                    && !availability(a.test.range())
                     && a.msg.as_ref().is_some_and(|m| names_cuda(m.range()))
             }
             ruff_python_ast::StmtRef::If(i) => {
                 i.test.range().contains_range(range)
+                    && !availability(i.test.range())
                     && matches!(i.body.first(), Some(Stmt::Raise(r)) if names_cuda(r.range))
             }
             _ => false,
