@@ -98,6 +98,9 @@ impl<'a> Checker<'a> {
                     if keyword == Some("device_types") {
                         return Some(LIBRARY_NOTE.into());
                     }
+                    if let Some(note) = keyword.and_then(device_map) {
+                        return Some(note);
+                    }
                     child = k.range;
                 }
                 AnyNodeRef::Arguments(_) => {}
@@ -111,10 +114,13 @@ impl<'a> Checker<'a> {
                     return key.and_then(|k| self.lightning_setting(k));
                 }
                 AnyNodeRef::StmtAssign(a) => {
-                    return a.targets.iter().find_map(|t| match t {
-                        Expr::Name(n) => self.lightning_setting(n.id.as_str()),
-                        Expr::Attribute(x) => self.lightning_setting(x.attr.as_str()),
-                        _ => None,
+                    return a.targets.iter().find_map(|t| {
+                        let name = match t {
+                            Expr::Name(n) => n.id.as_str(),
+                            Expr::Attribute(x) => x.attr.as_str(),
+                            _ => return None,
+                        };
+                        device_map(name).or_else(|| self.lightning_setting(name))
                     });
                 }
                 AnyNodeRef::ParameterWithDefault(_) => {
@@ -130,6 +136,21 @@ impl<'a> Checker<'a> {
                         return None;
                     }
                     return self.foreign_call(c, keyword);
+                }
+                AnyNodeRef::ExprCompare(c) => {
+                    let others = std::iter::once(c.left.as_ref()).chain(c.comparators.iter());
+                    return others
+                        .filter(|e| e.range() != child)
+                        .find_map(|e| self.foreign_compared(e));
+                }
+                AnyNodeRef::StmtReturn(_) => {
+                    // Lightning's `def _choose_gpu_accelerator_backend(): return "cuda"`.
+                    let name = ancestors.iter().rev().find_map(|a| match a {
+                        AnyNodeRef::StmtFunctionDef(f) => Some(f.name.as_str()),
+                        _ => None,
+                    })?;
+                    let at = name.find("accelerator")?;
+                    return self.lightning_setting(&name[..at + "accelerator".len()]);
                 }
                 _ => return None,
             }
@@ -196,6 +217,59 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// The string is compared with `other`: a value of a library with device names of its own
+    /// (`get_accelerator().device_name() == "cuda"`: DeepSpeed's accelerator, which has no TPU
+    /// one), or Lightning's `accelerator` setting.
+    fn foreign_compared(&self, other: &Expr) -> Option<String> {
+        let last = match other {
+            Expr::Name(n) => n.id.as_str(),
+            Expr::Attribute(a) => a.attr.as_str(),
+            _ => "",
+        };
+        if let Some(note) = device_map(last).or_else(|| self.lightning_setting(last)) {
+            return Some(note);
+        }
+        // `accelerator.device_name()` (DeepSpeed's, imported relatively or held in a name): a
+        // library accelerator's name, not a torch device.
+        let callee = match other {
+            Expr::Call(c) => c.func.as_ref(),
+            e => e,
+        };
+        if let Expr::Attribute(a) = callee
+            && a.attr.as_str() == "device_name"
+            && self
+                .text(a.value.range())
+                .to_ascii_lowercase()
+                .contains("accelerator")
+        {
+            return Some(format!(
+                "not rewritten: `{}` is a library accelerator's own name (DeepSpeed's says \
+                 \"cuda\" on CUDA and has no TorchTPU one): the test asks whether it runs on \
+                 CUDA; change it by hand",
+                self.text(other.range())
+            ));
+        }
+        let mut e = other;
+        loop {
+            if let Some(q) = self.sem.qualified_name(e) {
+                let root = q.split('.').next().unwrap_or("");
+                return OWN_NAMES.contains(&root).then(|| {
+                    format!(
+                        "not rewritten: compared with a value of `{q}`, which has {root}'s own \
+                         device names (on CUDA it says \"cuda\"; it has no TorchTPU one): the \
+                         test asks whether {root} runs on CUDA; change it by hand"
+                    )
+                });
+            }
+            e = match e {
+                Expr::Attribute(a) => &a.value,
+                Expr::Call(c) => &c.func,
+                Expr::Subscript(s) => &s.value,
+                _ => return None,
+            };
+        }
+    }
+
     /// The string is an argument of this call (as `keyword`, or positional).
     fn foreign_call(&self, c: &ast::ExprCall, keyword: Option<&str>) -> Option<String> {
         let q = self.sem.qualified_name(&c.func);
@@ -257,6 +331,17 @@ impl<'a> Checker<'a> {
         }
         None
     }
+}
+
+/// Accelerate's `device_map` (`from_pretrained(..., device_map="cuda")`): a placement plan that
+/// Accelerate and Transformers resolve with their own device checks, not a torch device.
+fn device_map(name: &str) -> Option<String> {
+    (name == "device_map").then(|| {
+        "not rewritten: `device_map` is Accelerate's placement plan, resolved by Accelerate/\
+         Transformers with their own device checks (\"cuda\" there is not a TorchTPU device); \
+         load on \"cpu\" and move the model with `.to(\"tpu\")`, or change it by hand"
+            .into()
+    })
 }
 
 /// A list that also holds a name which is not a device, or that names several device types

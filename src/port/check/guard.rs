@@ -20,7 +20,7 @@ use crate::port::semantic::Semantic;
 
 /// A skip reason that says the test is about CUDA-only machinery.
 static CUDA_ONLY_REASON: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)cuda[- _]?only|only (on|for|with) cuda|triton|helion|cuda ?graph|cudnn|cutlass|nccl|cuda kernel|custom (cuda )?kernel|cpp_extension|flash.?attn|nvfuser|cupy").unwrap()
+    Regex::new(r"(?i)cuda[- _]?only|only (on|for|with) cuda|triton|helion|cuda ?graph|cudnn|cutlass|nccl|cuda kernel|custom (cuda )?kernel|cpp_extension|flash.?attn|nvfuser|cupy|requires? (pytorch ?\+ ?)?cuda\b").unwrap()
 });
 
 /// `torch.cuda.*` names that are CUDA-only machinery (no TPU counterpart a guard could select).
@@ -39,6 +39,15 @@ const CUDA_ONLY_TORCH: &[&str] = &[
     "stream",
     "ExternalStream",
     "_sleep",
+];
+
+/// `torch.cuda.*` / `torch.cuda.memory.*` memory-history tools with no TorchTPU counterpart
+/// (mapping.md, MEM013).
+const CUDA_ONLY_MEMORY: &[&str] = &[
+    "_record_memory_history",
+    "_dump_snapshot",
+    "_snapshot",
+    "memory_snapshot",
 ];
 
 /// Libraries whose code runs on NVIDIA GPUs only.
@@ -90,7 +99,10 @@ fn cuda_only_name(q: &str) -> Option<String> {
     }
     if let Some(rest) = q.strip_prefix("torch.") {
         let cuda_only = match segs.get(1).copied() {
-            Some("cuda") => segs.get(2).is_some_and(|s| CUDA_ONLY_TORCH.contains(s)),
+            Some("cuda") => {
+                segs.get(2).is_some_and(|s| CUDA_ONLY_TORCH.contains(s))
+                    || segs[2..].iter().any(|s| CUDA_ONLY_MEMORY.contains(s))
+            }
             Some("ops") => segs.get(2).is_some_and(|ns| !PORTABLE_OPS.contains(ns)),
             Some("utils") => rest.starts_with("utils.cpp_extension"),
             // Whether CUDA's flash/efficient/cuDNN SDPA kernels would run; choosing FA3.

@@ -14,8 +14,9 @@
 //! (statement removal, duplicates), `assign.rs` (assignments rewritten by their value),
 //! `unwrap.rs` (`with` unwrapping), `suppress.rs` (`# tpuport: ignore`), `guard.rs` (tests that
 //! guard CUDA-only code keep their meaning), `foreign.rs` (device-like strings that are not this
-//! program's devices) and `flow.rs` (a string assigned to a name takes the roles of the name's
-//! uses), `probe.rs` (calls made to see whether they raise).
+//! program's devices), `scope.rs` (device findings inside code named for CUDA), `flow.rs` (a
+//! string assigned to a name takes the roles of the name's uses) and `probe.rs` (calls made
+//! to see whether they raise).
 
 mod args;
 mod assign;
@@ -29,6 +30,7 @@ mod names;
 mod probe;
 mod remove;
 mod roles;
+mod scope;
 mod strings;
 mod suppress;
 mod unwrap;
@@ -131,6 +133,7 @@ impl<'a> SourceOrderVisitor<'a> for Checker<'a> {
             ) {
                 self.keep_cuda_only_devices(found.0);
             }
+            self.keep_cuda_scopes(found.0);
         }
         self.stack.push(node);
         TraversalSignal::Traverse
