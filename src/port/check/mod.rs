@@ -15,7 +15,7 @@
 //! `unwrap.rs` (`with` unwrapping), `suppress.rs` (`# tpuport: ignore`), `guard.rs` (tests that
 //! guard CUDA-only code keep their meaning), `foreign.rs` (device-like strings that are not this
 //! program's devices) and `flow.rs` (a string assigned to a name takes the roles of the name's
-//! uses); `named.rs` (CUD fixes in code named for CUDA are unsafe).
+//! uses); `named.rs` (CUD fixes in code about CUDA itself are unsafe).
 
 mod args;
 mod assign;
