@@ -77,7 +77,7 @@ impl Checker<'_> {
             sem: self.sem,
             found: false,
         };
-        for stmt in scope.unwrap_or(module) {
+        for stmt in scope.unwrap_or_default() {
             scan.visit_stmt(stmt);
         }
         // The module's own statements (imports included), not the functions it defines.
@@ -105,8 +105,8 @@ impl<'a> SourceOrderVisitor<'a> for Specific<'_> {
             Stmt::Import(i) => self.found = i.names.iter().any(|a| specific(&a.name)),
             Stmt::ImportFrom(i) => {
                 let m = i.module.as_ref().map(|m| m.as_str()).unwrap_or("");
-                self.found = specific(m)
-                    || i.names.iter().any(|a| specific(&format!("{m}.{}", a.name)));
+                self.found =
+                    specific(m) || i.names.iter().any(|a| specific(&format!("{m}.{}", a.name)));
             }
             _ => source_order::walk_stmt(self, stmt),
         }
