@@ -3,7 +3,8 @@
 //! - code named for CUDA: inside a function or class whose name says CUDA (`class
 //!   CUDA_Accelerator`, `class CUDAOpBuilder`, `def is_torch_cuda_available`), or a value
 //!   assigned to a name that says CUDA (`cuda_available = ...`, `self.is_cuda = ...`): it
-//!   implements or reports CUDA (DeepSpeed's CUDA accelerator would claim a TPU host);
+//!   implements or reports CUDA (DeepSpeed's CUDA accelerator would claim a TPU host); an
+//!   `assert` whose message names a CUDA-only library (`"CUDA required for APEX optimizers"`);
 //! - code that reads the CUDA toolkit or hardware (`torch.version.cuda`,
 //!   `torch.cuda.get_device_capability`, `torch.utils.cpp_extension`, Triton, bitsandbytes) in
 //!   the same class (else function), or in the module's own statements (a CUDA-only import):
@@ -11,6 +12,7 @@
 
 use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor};
 use ruff_python_ast::{AnyNodeRef, Expr, Stmt};
+use ruff_text_size::Ranged;
 
 use super::Checker;
 use crate::port::rules::Rule;
@@ -63,6 +65,13 @@ impl Checker<'_> {
                     a.targets.iter().any(target_says_cuda)
                 }
                 AnyNodeRef::StmtAnnAssign(a) if innermost_stmt => target_says_cuda(&a.target),
+                // `assert torch.cuda.is_available(), "CUDA required for APEX optimizers"`
+                AnyNodeRef::StmtAssert(a) if innermost_stmt => a.msg.as_ref().is_some_and(|m| {
+                    let text = self.text(m.range()).to_ascii_lowercase();
+                    CUDA_SPECIFIC
+                        .iter()
+                        .any(|n| !n.contains('.') && text.contains(&n.replace('_', "")))
+                }),
                 _ => false,
             };
             if named {
