@@ -87,6 +87,8 @@ fn cuda_only_name(q: &str) -> Option<String> {
             Some("cuda") => segs.get(2).is_some_and(|s| CUDA_ONLY_TORCH.contains(s)),
             Some("ops") => segs.get(2).is_some_and(|ns| !PORTABLE_OPS.contains(ns)),
             Some("utils") => rest.starts_with("utils.cpp_extension"),
+            // Inductor's CUDA graph trees (`cudagraph_mark_step_begin`).
+            Some("_inductor") => segs.get(2).is_some_and(|s| s.starts_with("cudagraph")),
             _ => false,
         };
         return cuda_only.then(|| format!("`{q}`"));
@@ -483,6 +485,7 @@ mod tests {
             "torch.ops.mylib.fused_add",
             "torch.cuda.CUDAGraph",
             "torch.utils.cpp_extension.load_inline",
+            "torch._inductor.cudagraph_mark_step_begin",
             "mylib._C.fused",
             ".._C",
             "fused_adam_cuda",
