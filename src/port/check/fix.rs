@@ -83,7 +83,8 @@ impl<'a> Checker<'a> {
     ) -> Fix {
         let loses_comment = edits.iter().any(|e| self.parsed.has_comment_in(e.range));
         let mut applicability = rule.fix;
-        let by_context = self.unsafe_by_context(rule) || self.is_probe_in_try();
+        let by_context =
+            self.unsafe_by_context(rule) || self.is_probe_in_try() || self.in_cuda_named_code(rule);
         if (downgrade || loses_comment || by_context) && applicability > FixClass::Unsafe {
             applicability = FixClass::Unsafe;
         }

@@ -108,6 +108,8 @@ fn cuda_only_name(q: &str) -> Option<String> {
             // Whether CUDA's flash/efficient/cuDNN SDPA kernels would run; choosing FA3.
             Some("backends") => rest.starts_with("backends.cuda.can_use_"),
             Some("nn") => rest == "nn.attention.activate_flash_attention_impl",
+            // Inductor's CUDA graph trees (`cudagraph_mark_step_begin`).
+            Some("_inductor") => segs.get(2).is_some_and(|s| s.starts_with("cudagraph")),
             _ => false,
         };
         return cuda_only.then(|| format!("`{q}`"));
@@ -551,6 +553,7 @@ mod tests {
             "torch.cuda.CUDAGraph",
             "torch.utils.cpp_extension.load_inline",
             "torch.backends.cuda.can_use_flash_attention",
+            "torch._inductor.cudagraph_mark_step_begin",
             "mylib._C.fused",
             ".._C",
             "fused_adam_cuda",

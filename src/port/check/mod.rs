@@ -14,9 +14,9 @@
 //! (statement removal, duplicates), `assign.rs` (assignments rewritten by their value),
 //! `unwrap.rs` (`with` unwrapping), `suppress.rs` (`# tpuport: ignore`), `guard.rs` (tests that
 //! guard CUDA-only code keep their meaning), `foreign.rs` (device-like strings that are not this
-//! program's devices), `scope.rs` (device findings inside code named for CUDA), `flow.rs` (a
-//! string assigned to a name takes the roles of the name's uses) and `probe.rs` (calls made
-//! to see whether they raise).
+//! program's devices), `scope.rs` (device findings inside code named for CUDA), `named.rs` (CUD
+//! fixes in code about CUDA itself are unsafe), `flow.rs` (a string assigned to a name takes the
+//! roles of the name's uses) and `probe.rs` (calls made to see whether they raise).
 
 mod args;
 mod assign;
@@ -26,6 +26,7 @@ mod fix;
 mod flow;
 mod foreign;
 mod guard;
+mod named;
 mod names;
 mod probe;
 mod remove;
