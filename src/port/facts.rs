@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor};
 use ruff_python_ast::{Expr, ExprCall, ExprContext, Stmt};
-use ruff_text_size::{Ranged, TextSize};
+use ruff_text_size::{Ranged, TextRange, TextSize};
 
 use super::parse::Parsed;
 use super::rules::Rule;
@@ -30,6 +30,9 @@ pub struct FileFacts {
     /// module level. Only a program that never starts processes is proven single-process; a
     /// library module's step may run under a launcher elsewhere (Lightning's XLA strategy).
     pub program: bool,
+    /// The file declares at module level that it runs only on CUDA (`pytest.importorskip(
+    /// "triton")`, a module-level skip when CUDA is missing): the statement's range and text.
+    pub cuda_only: Option<(TextRange, String)>,
 }
 
 impl FileFacts {
@@ -85,6 +88,7 @@ impl FileFacts {
             uses: v.out,
             torch_xla_own: false,
             program: parsed.module.body.iter().any(runs_as_program),
+            cuda_only: None,
         }
     }
 }
@@ -115,6 +119,73 @@ fn runs_as_program(stmt: &Stmt) -> bool {
         },
         _ => false,
     }
+}
+
+/// The first module-level statement (in the top-level body or a top-level `if`) saying the
+/// file runs only on CUDA: `pytest.importorskip("triton")`, `pytestmark = pytest.mark.skipif(..)`
+/// naming CUDA, or an `if` naming CUDA that skips the module (`pytest.skip(..,
+/// allow_module_level=True)`, `raise unittest.SkipTest(..)`).
+pub fn cuda_only_module(body: &[Stmt], src: &str) -> Option<(TextRange, String)> {
+    let cuda = |r: TextRange| {
+        let t = src[r].to_ascii_lowercase();
+        ["cuda", "gpu", "triton", "is_sm_"]
+            .iter()
+            .any(|w| t.contains(w))
+    };
+    let found = |s: &Stmt| {
+        let first = src[s.range()]
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        Some((s.range(), first))
+    };
+    for s in body {
+        match s {
+            Stmt::Expr(_) | Stmt::Assign(_) => {
+                let (value, pytestmark) = match s {
+                    Stmt::Expr(e) => (&*e.value, false),
+                    Stmt::Assign(a) => (
+                        &*a.value,
+                        a.targets
+                            .iter()
+                            .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == "pytestmark")),
+                    ),
+                    _ => unreachable!(),
+                };
+                let text = &src[value.range()];
+                let triton = text.starts_with("pytest.importorskip(")
+                    && matches!(value, Expr::Call(c) if c.arguments.args.first().is_some_and(
+                        |a| matches!(a, Expr::StringLiteral(l) if l.value.to_str() == "triton")));
+                if triton || (pytestmark && text.contains("skipif") && cuda(value.range())) {
+                    return found(s);
+                }
+            }
+            Stmt::If(i) => {
+                let skips = i.body.iter().any(|b| match b {
+                    Stmt::Expr(e) => {
+                        let t = &src[e.range()];
+                        t.starts_with("pytest.skip(") && t.contains("allow_module_level=True")
+                    }
+                    Stmt::Raise(r) => src[r.range()].contains("SkipTest"),
+                    _ => false,
+                });
+                if skips && (cuda(i.test.range()) || cuda(i.body[0].range())) {
+                    return found(s);
+                }
+                let inner = std::iter::once(&i.body[..])
+                    .chain(i.elif_else_clauses.iter().map(|c| &c.body[..]));
+                for b in inner {
+                    if let Some(f) = cuda_only_module(b, src) {
+                        return Some(f);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Is `path` inside PyTorch/XLA's own package (a `torch_xla` directory above the file)?

@@ -135,6 +135,7 @@ impl<'a> SourceOrderVisitor<'a> for Checker<'a> {
                 self.keep_cuda_only_devices(found.0);
             }
             self.keep_cuda_scopes(found.0);
+            self.keep_cuda_only_file(found.0, found.1);
         }
         self.stack.push(node);
         TraversalSignal::Traverse

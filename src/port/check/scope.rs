@@ -17,7 +17,22 @@ impl<'a> Checker<'a> {
     /// worded for CUDA, with a note saying why.
     pub(super) fn keep_cuda_scopes(&mut self, diags: usize) {
         for i in diags..self.diags.len() {
-            if self.diags[i].fix.is_none() || !self.rule(self.diags[i].rule).id.starts_with("DEV") {
+            if self.diags[i].fix.is_none() {
+                continue;
+            }
+            if self.rule(self.diags[i].rule).id.starts_with("CUD") {
+                if self.cuda_raise(self.diags[i].range) {
+                    self.diags[i].fix = None;
+                    self.diags[i].note = Some(
+                        "not rewritten: the test's failure says CUDA is required (it raises an \
+                         error that names CUDA or a GPU): it guards code that needs CUDA; check \
+                         that code runs on a TPU before changing the test"
+                            .to_string(),
+                    );
+                }
+                continue;
+            }
+            if !self.rule(self.diags[i].rule).id.starts_with("DEV") {
                 continue;
             }
             let note = match self.cuda_scope() {
@@ -40,6 +55,39 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// In a file that declares at module level that it runs only on CUDA, take the fixes off the
+    /// device (DEV) and CUDA (CUD) findings made since `diags`/`fallbacks`: its device strings
+    /// and CUDA checks feed CUDA-only kernels the call sites do not show. The declaration itself
+    /// is the guard and is left alone too.
+    pub(super) fn keep_cuda_only_file(&mut self, diags: usize, fallbacks: usize) {
+        let Some((guard, text)) = &self.facts.cuda_only else {
+            return;
+        };
+        let rules = self.rules;
+        let note = |r: TextRange| {
+            if guard.contains_range(r) {
+                format!(
+                    "not rewritten: this is the file's module-level CUDA requirement (`{text}`): \
+                     it guards tests of CUDA-only code; port that code before changing it"
+                )
+            } else {
+                format!(
+                    "not rewritten: this file runs only on CUDA (module-level `{text}`); port its \
+                     CUDA-only kernels first"
+                )
+            }
+        };
+        let fix_off = |d: &mut crate::port::diagnostic::Diagnostic| {
+            let id = &rules.rules[d.rule].id;
+            if d.fix.is_some() && (id.starts_with("DEV") || id.starts_with("CUD")) {
+                d.fix = None;
+                d.note = Some(note(d.range));
+            }
+        };
+        self.diags[diags..].iter_mut().for_each(fix_off);
+        self.fallbacks[fallbacks..].iter_mut().for_each(fix_off);
+    }
+
     /// The innermost enclosing function or class whose name mentions CUDA.
     fn cuda_scope(&self) -> Option<&'a str> {
         self.stack.iter().rev().find_map(|n| {
@@ -50,6 +98,26 @@ impl<'a> Checker<'a> {
             };
             name.to_ascii_lowercase().contains("cuda").then_some(name)
         })
+    }
+
+    /// Is the finding at `range` (a CUDA check) in the test of an `if` whose body starts by
+    /// raising an error that names CUDA or a GPU? Not when the test asks about the user's own
+    /// device choice (`if args.device == "cuda" and not torch.cuda.is_available(): raise ...`).
+    fn cuda_raise(&self, range: TextRange) -> bool {
+        let Some(ruff_python_ast::StmtRef::If(i)) =
+            self.stack.iter().rev().find_map(|n| n.as_stmt_ref())
+        else {
+            return false;
+        };
+        let test = self.text(i.test.range());
+        i.test.range().contains_range(range)
+            && !test.contains("device")
+            && !test.contains("\"cuda\"")
+            && !test.contains("'cuda'")
+            && matches!(i.body.first(), Some(Stmt::Raise(r)) if {
+                let t = self.text(r.range).to_ascii_lowercase();
+                t.contains("cuda") || t.contains("gpu")
+            })
     }
 
     /// Is the finding at `range` in the test of an `assert` whose message names CUDA, or of an
@@ -103,5 +171,34 @@ mod tests {
     fn code_named_for_cuda_keeps_its_device() {
         let src = "import torch\n\n\nclass CUDABackend:\n    def device(self, i):\n        return torch.device(\"cuda\", i)\n";
         assert_eq!(migrate(src, true), src);
+    }
+
+    /// A file that declares at module level that it runs only on CUDA keeps its device strings
+    /// and CUDA checks, the declaration included.
+    #[test]
+    fn files_that_run_only_on_cuda_keep_their_devices() {
+        for head in [
+            "triton = pytest.importorskip(\"triton\")\n",
+            "if not torch.cuda.is_available():\n    pytest.skip(\"CUDA required\", allow_module_level=True)\n",
+            "pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason=\"needs CUDA\")\n",
+            "if True:\n    if not (torch.cuda.is_available() and HAS):\n        raise unittest.SkipTest(\"no CUDA\")\n",
+        ] {
+            let src = format!(
+                "import pytest\nimport unittest\nimport torch\n{head}\n\ndef test_k():\n    x = torch.zeros(3, device=\"cuda\")\n    if torch.cuda.is_available():\n        pass\n"
+            );
+            assert_eq!(migrate(&src, true), src, "{head}");
+        }
+        let plain = "import pytest\nimport torch\n\n\ndef test_k():\n    x = torch.zeros(3, device=\"cuda\")\n";
+        assert!(migrate(plain, false).contains("device=\"tpu\""));
+    }
+
+    /// A CUDA check whose failure raises an error naming CUDA or a GPU keeps its fix off; a
+    /// check of the user's own device choice is rewritten.
+    #[test]
+    fn cuda_checks_that_raise_a_cuda_requirement_are_kept() {
+        let src = "import torch\n\n\ndef validate():\n    if not torch.cuda.is_available():\n        raise RuntimeError(\"Quantization requires a GPU\")\n";
+        assert_eq!(migrate(src, true), src);
+        let user = "import torch\n\n\ndef main(args):\n    if args.device == \"cuda\" and not torch.cuda.is_available():\n        raise RuntimeError(\"CUDA not available\")\n";
+        assert_ne!(migrate(user, false), user);
     }
 }
