@@ -6,6 +6,10 @@
 //! `if d.type != "cuda": raise RuntimeError("only on CUDA")`) guards code that needs CUDA.
 //! Rewriting their device strings, `.cuda()` calls or `is_cuda` tests to the TPU would make the
 //! CUDA code claim the TPU. A device finding (DEV) there keeps no fix; its note says why.
+//! A CUDA check (CUD) whose failing branch raises an error naming CUDA or a GPU is such a
+//! requirement too. A file that declares at module level that it runs only on CUDA
+//! ([`FileFacts::cuda_only`](crate::port::facts::FileFacts::cuda_only)) keeps all its DEV and
+//! CUD findings without fix: its device strings feed CUDA-only kernels the call sites don't show.
 
 use ruff_python_ast::{AnyNodeRef, Stmt};
 use ruff_text_size::{Ranged, TextRange};
