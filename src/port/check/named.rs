@@ -15,6 +15,7 @@ use ruff_python_ast::{AnyNodeRef, Expr, Stmt};
 use ruff_text_size::Ranged;
 
 use super::Checker;
+use super::scope::says_cuda;
 use crate::port::rules::Rule;
 use crate::port::semantic::Semantic;
 
@@ -47,6 +48,9 @@ impl Checker<'_> {
         if rule.family != "CUD" {
             return false;
         }
+        if self.cuda_scope().is_some() {
+            return true;
+        }
         let mut innermost_stmt = true;
         let mut scope = None;
         for node in self.stack.iter().rev() {
@@ -55,11 +59,11 @@ impl Checker<'_> {
                     if scope.is_none() {
                         scope = Some(&f.body[..]);
                     }
-                    says_cuda(f.name.as_str())
+                    false
                 }
                 AnyNodeRef::StmtClassDef(c) => {
                     scope = Some(&c.body[..]);
-                    says_cuda(c.name.as_str())
+                    false
                 }
                 AnyNodeRef::StmtAssign(a) if innermost_stmt => {
                     a.targets.iter().any(target_says_cuda)
@@ -139,10 +143,6 @@ fn specific(q: &str) -> bool {
     CUDA_SPECIFIC
         .iter()
         .any(|n| q == *n || (q.starts_with(n) && q[n.len()..].starts_with('.')))
-}
-
-fn says_cuda(name: &str) -> bool {
-    name.to_ascii_lowercase().contains("cuda")
 }
 
 fn target_says_cuda(t: &Expr) -> bool {

@@ -93,14 +93,14 @@ impl<'a> Checker<'a> {
     }
 
     /// The innermost enclosing function or class whose name mentions CUDA.
-    fn cuda_scope(&self) -> Option<&'a str> {
+    pub(super) fn cuda_scope(&self) -> Option<&'a str> {
         self.stack.iter().rev().find_map(|n| {
             let name = match n {
                 AnyNodeRef::StmtFunctionDef(f) => f.name.as_str(),
                 AnyNodeRef::StmtClassDef(c) => c.name.as_str(),
                 _ => return None,
             };
-            name.to_ascii_lowercase().contains("cuda").then_some(name)
+            says_cuda(name).then_some(name)
         })
     }
 
@@ -147,6 +147,11 @@ impl<'a> Checker<'a> {
         };
         hit.then_some(())
     }
+}
+
+/// Does a name (of a function, class or variable) mention CUDA?
+pub(super) fn says_cuda(name: &str) -> bool {
+    name.to_ascii_lowercase().contains("cuda")
 }
 
 #[cfg(test)]
