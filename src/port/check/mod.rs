@@ -16,7 +16,8 @@
 //! guard CUDA-only code keep their meaning), `foreign.rs` (device-like strings that are not this
 //! program's devices), `scope.rs` (device findings inside code named for CUDA), `named.rs` (CUD
 //! fixes in code about CUDA itself are unsafe), `flow.rs` (a string assigned to a name takes the
-//! roles of the name's uses) and `probe.rs` (calls made to see whether they raise).
+//! roles of the name's uses), `probe.rs` (calls made to see whether they raise) and
+//! `together.rs` (a CUDA test and the code it selects are ported together or not at all).
 
 mod args;
 mod assign;
@@ -34,6 +35,7 @@ mod roles;
 mod scope;
 mod strings;
 mod suppress;
+mod together;
 mod unwrap;
 
 use std::cell::OnceCell;
@@ -176,6 +178,13 @@ impl<'a> Checker<'a> {
             if !overlaps && seen.insert(f.range) {
                 self.diags.push(f);
             }
+        }
+        let ported = |d: &Diagnostic| {
+            d.fix.is_some() && matches!(self.rule(d.rule).family.as_str(), "CUD" | "DEV")
+        };
+        if self.diags.iter().any(ported) {
+            let guards = together::Guards::of(&self.parsed.module.body);
+            together::keep_together(self.src, self.rules, &guards, &mut self.diags);
         }
         self.diags.sort_by_key(|d| (d.range.start(), d.rule));
         let mut diags = std::mem::take(&mut self.diags);
