@@ -83,8 +83,10 @@ impl<'a> Checker<'a> {
     ) -> Fix {
         let loses_comment = edits.iter().any(|e| self.parsed.has_comment_in(e.range));
         let mut applicability = rule.fix;
-        let by_context =
-            self.unsafe_by_context(rule) || self.is_probe_in_try() || self.in_cuda_named_code(rule);
+        let by_context = self.unsafe_by_context(rule)
+            || self.is_probe_in_try()
+            || self.in_cuda_named_code(rule)
+            || self.in_xla_backend_class(rule);
         if (downgrade || loses_comment || by_context) && applicability > FixClass::Unsafe {
             applicability = FixClass::Unsafe;
         }

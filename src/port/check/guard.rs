@@ -94,7 +94,13 @@ fn cuda_only_name(q: &str) -> Option<String> {
     let segs: Vec<&str> = q.split('.').collect();
     // PyTorch/XLA's C extension works on torch_xla's lazy tensors only: a TPU tensor sent there
     // fails (`torch_xla._XLAC._xla_get_tensor_id(t)` under `t.device.type == "xla"`).
-    if q == "torch_xla._XLAC" || q.starts_with("torch_xla._XLAC.") {
+    // Its private `_internal` modules (TPU environment, PJRT plumbing) have no TorchTPU
+    // counterpart either.
+    let private = ["torch_xla._XLAC", "torch_xla._internal"];
+    if private
+        .iter()
+        .any(|p| q == *p || q.starts_with(&format!("{p}.")))
+    {
         return Some(format!("`{q}`"));
     }
     if let Some(rest) = q.strip_prefix("torch.") {

@@ -1,4 +1,4 @@
-//! Code about CUDA itself. A CUD fix there is only unsafe, since asking about the TPU changes
+//! Code about CUDA (or XLA) itself. A CUD fix there is only unsafe, since asking about the TPU changes
 //! what the code means:
 //! - code named for CUDA: inside a function or class whose name says CUDA (`class
 //!   CUDA_Accelerator`, `class CUDAOpBuilder`, `def is_torch_cuda_available`), or a value
@@ -43,6 +43,25 @@ const CUDA_SPECIFIC: &[&str] = &[
 ];
 
 impl Checker<'_> {
+    /// Is this torch_xla finding inside a framework's XLA backend: a class named for XLA that
+    /// subclasses a per-backend abstraction (Lightning's `XLAStrategy(DDPStrategy)`,
+    /// `XLAEnvironment(ClusterEnvironment)`, `XLAAccelerator(Accelerator)`)? Its launcher,
+    /// environment and collectives are ported together or not at all: `xm.rendezvous` →
+    /// `dist.barrier()` fails where the XLA launcher made no process group, and a rank read from
+    /// torchrun's variables is 0 of 1 under `xmp.spawn`.
+    pub(super) fn in_xla_backend_class(&self, rule: &Rule) -> bool {
+        let xla_family = matches!(
+            rule.family.as_str(),
+            "XM" | "XR" | "XLA" | "XMP" | "XPL" | "XMET" | "XU" | "XS" | "XAMP"
+        );
+        xla_family
+            && self.stack.iter().any(|n| {
+                matches!(n, AnyNodeRef::StmtClassDef(c)
+                    if c.name.to_ascii_lowercase().contains("xla")
+                        && c.arguments.as_ref().is_some_and(|a| !a.args.is_empty()))
+            })
+    }
+
     /// Is this CUD finding in code about CUDA itself (see the module comment)?
     pub(super) fn in_cuda_named_code(&self, rule: &Rule) -> bool {
         if rule.family != "CUD" {
