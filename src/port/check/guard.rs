@@ -51,7 +51,7 @@ const CUDA_ONLY_MEMORY: &[&str] = &[
 ];
 
 /// Libraries whose code runs on NVIDIA GPUs only.
-const CUDA_ONLY_ROOTS: &[&str] = &[
+pub(super) const CUDA_ONLY_ROOTS: &[&str] = &[
     "triton",
     "helion",
     "flash_attn",
@@ -72,6 +72,13 @@ const CUDA_ONLY_ROOTS: &[&str] = &[
     "nvfuser",
     "liger_kernel",
     "numba.cuda",
+    "torch_tensorrt",
+    "tensorrt",
+    "gemlite",
+    "mslk",
+    "fbgemm_gpu",
+    "lpmm",
+    "flash_attn_interface",
 ];
 
 /// `torch.ops` namespaces that are PyTorch's own (portable) operators.

@@ -1,13 +1,21 @@
 //! A CUDA test and the code it selects are ported together or not at all. Each finding is
 //! decided where it sits, so a test can be rewritten while the branch it selects keeps naming
-//! CUDA (`if torch.cuda.is_available(): accelerator_name = "cuda"`, a `torch.cuda.*` call no
-//! rule maps, `self.forward_cuda(x)`, `"CUDAExecutionProvider"`), or a branch's device can be
-//! rewritten while the test that selects it stays about CUDA (`"tpu" if device.type == "cuda"
-//! and is_rocm_platform()`). Either way a TPU would be sent to CUDA code, or CUDA would be
-//! given a TPU device. After the walk, per `if`/`elif`/conditional expression:
+//! CUDA (`if torch.cuda.is_available(): accelerator_name = "cuda"`, a `torch.cuda` call no rule
+//! maps, `self.forward_cuda(x)`, `"CUDAExecutionProvider"`, `is_sm_at_least_90()`), or a
+//! branch's device can be rewritten while the test that selects it stays about CUDA (`"tpu" if
+//! device.type == "cuda" and is_rocm_platform()`). Either way a TPU would be sent to CUDA code,
+//! or CUDA would be given a TPU device. After the walk, per `if`/`elif`, conditional expression
+//! and skip decorator (`@skipIf(test)` selects the function or class it decorates):
 //! - a test with fixed CUD/DEV findings keeps no fix when CUDA is left in the test or its
-//!   branches (a finding there without fix, or a CUDA name no finding rewrites);
-//! - when CUDA is left in the test, the DEV findings in its branches keep no fix.
+//!   branches (a finding there without fix, or a CUDA name no fix rewrites); when what is left
+//!   has only an unsafe fix, the test's safe fixes become unsafe (they go together);
+//! - when CUDA is left in the test, the DEV findings in its branches keep no fix (or become
+//!   unsafe, likewise);
+//! - a device compared with `!=`/`not in` is a gate for what runs off CUDA: unsafe;
+//! - a CUD/DEV finding in a chain that already has a TPU (or PyTorch/XLA) branch keeps no fix;
+//! - a CUDA availability check in a chain that also tests another backend (`elif
+//!   torch.xpu.is_available()`, `mps.is_available() and not torch.cuda.is_available()`) keeps no
+//!   fix: `torch.accelerator.is_available()` is true on that backend too and would take it over.
 //!
 //! Repeated until nothing changes, since a test that loses its fix leaves CUDA behind for an
 //! enclosing one.
@@ -19,25 +27,16 @@ use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor, Traversal
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr};
 use ruff_text_size::{Ranged, TextRange, TextSize};
 
+use super::guard::CUDA_ONLY_ROOTS;
 use crate::port::diagnostic::Diagnostic;
-use crate::port::rules::RuleSet;
+use crate::port::rules::{FixClass, RuleSet};
 
 /// A test and the code it selects.
 struct Guard {
     test: TextRange,
     arms: Vec<TextRange>,
-}
-
-/// Something in the code that names CUDA (or ROCm, which runs as "cuda") by itself.
-struct CudaName {
-    range: TextRange,
-}
-
-/// Collects the guards and the CUDA names of a module.
-#[derive(Default)]
-struct Collect {
-    guards: Vec<Guard>,
-    names: Vec<CudaName>,
+    /// The tests of its chain (its own among them), where another backend may be tested.
+    chain: Vec<TextRange>,
 }
 
 fn says_cuda(s: &str) -> bool {
@@ -45,19 +44,45 @@ fn says_cuda(s: &str) -> bool {
     s.contains("cuda") || s.contains("rocm")
 }
 
+/// Prose that names CUDA-only machinery (`"not supported for AWQ CUDA/XPU kernels"`).
+static CUDA_MACHINERY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\bcuda\b[^.]{0,12}\bkernels?\b|cuda[- _]?only|cuda ?graph|cpp_extension|\btriton\b",
+    )
+    .unwrap()
+});
+
+/// Identifiers about NVIDIA/AMD hardware: capability checks and CUDA libraries.
+static CUDA_IDENT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(^|_)(sm\d+|sm_at_least|sm_version|mi\d{3}|hopper|blackwell|ampere|fa3|cublas|cudnn|nvml|nccl|rocm)(_|$|\d)").unwrap()
+});
+
+/// Another backend's name inside an identifier or string (`torch.xpu`, `is_torch_npu_available`,
+/// `"mps"`), lower-cased.
+static OTHER_BACKEND: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(^|[^a-z])(xpu|mps|npu|mlu|musa|hpu|neuron|neuroncore|mtia|tpu|xla|habana|gaudi|ascend|ipex)([^a-z]|$)").unwrap()
+});
+
+/// A branch for the TPU: TorchTPU's or PyTorch/XLA's (which a port makes TorchTPU's).
+static TPU_BRANCH: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(^|[^a-z])(tpu|xla)([^a-z]|$)").unwrap());
+
 /// A string that names CUDA: a name (`"cuda"`, `"CUDAExecutionProvider"`), or prose that names
-/// CUDA-only machinery (`"not supported for AWQ CUDA/XPU kernels"`). Other prose about CUDA (a
-/// log line, a skip reason) is a message, not CUDA code.
+/// CUDA-only machinery. Other prose about CUDA (a log line, a skip reason) is a message, not
+/// CUDA code.
 fn string_says_cuda(s: &str) -> bool {
-    if !says_cuda(s) {
-        return false;
-    }
-    !s.contains(char::is_whitespace) || CUDA_MACHINERY.is_match(s)
+    says_cuda(s) && (!s.contains(char::is_whitespace) || CUDA_MACHINERY.is_match(s))
 }
 
-static CUDA_MACHINERY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\bcuda\b[^.]{0,12}\bkernels?\b|cuda[- _]?only|cuda ?graph|cpp_extension|\btriton\b").unwrap()
-});
+/// An identifier that names CUDA-only code: `forward_cuda`, `is_sm_at_least_90`, `has_gemlite`.
+fn ident_says_cuda(id: &str) -> bool {
+    let lower = id.to_ascii_lowercase();
+    lower.contains("rocm")
+        || CUDA_IDENT.is_match(id)
+        || CUDA_ONLY_ROOTS
+            .iter()
+            .any(|r| !r.contains('.') && lower.contains(r))
+}
 
 fn block(stmts: &[ast::Stmt]) -> Option<TextRange> {
     let first = stmts.first()?;
@@ -65,34 +90,91 @@ fn block(stmts: &[ast::Stmt]) -> Option<TextRange> {
     Some(TextRange::new(first.start(), last.end()))
 }
 
+/// Collects the guards and the CUDA names of a module.
+struct Collect {
+    guards: Vec<Guard>,
+    names: Vec<TextRange>,
+    negated: Vec<TextRange>,
+}
+
+/// The first of `tests` that names another backend once the findings in it are blanked out
+/// (a CUD finding on `torch.tpu.is_available()` names no other backend).
+fn other_backend(src: &str, tests: &[TextRange], findings: &[TextRange]) -> Option<TextRange> {
+    tests.iter().copied().find(|t| {
+        let mut text = src[*t].to_ascii_lowercase().into_bytes();
+        for f in findings.iter().filter(|f| t.contains_range(**f)) {
+            let (a, b) = ((f.start() - t.start()).to_usize(), (f.end() - t.start()).to_usize());
+            text[a..b].fill(b' ');
+        }
+        OTHER_BACKEND.is_match(&String::from_utf8_lossy(&text))
+    })
+}
+
+impl Collect {
+    fn stmt_if(&mut self, s: &ast::StmtIf) {
+        let mut tests = vec![s.test.range()];
+        tests.extend(s.elif_else_clauses.iter().filter_map(|c| c.test.as_ref()).map(|t| t.range()));
+        let mut arms: Vec<TextRange> = block(&s.body).into_iter().collect();
+        for (i, c) in s.elif_else_clauses.iter().enumerate() {
+            arms.push(c.range());
+            if let Some(test) = &c.test {
+                // An `elif` selects its own body and the clauses after it.
+                let mut own: Vec<TextRange> = block(&c.body).into_iter().collect();
+                own.extend(s.elif_else_clauses[i + 1..].iter().map(|c| c.range()));
+                self.guards.push(Guard {
+                    test: test.range(),
+                    arms: own,
+                    chain: tests.clone(),
+                });
+            }
+        }
+        self.guards.push(Guard {
+            test: s.test.range(),
+            arms,
+            chain: tests,
+        });
+    }
+
+    /// `@skipIf(test, ...)`, `@pytest.mark.skipif(test, ...)`: the test selects the body.
+    fn skip_decorators(&mut self, decorators: &[ast::Decorator], body: &[ast::Stmt]) {
+        for d in decorators {
+            let Expr::Call(c) = &d.expression else {
+                continue;
+            };
+            let name = match c.func.as_ref() {
+                Expr::Attribute(a) => a.attr.as_str(),
+                Expr::Name(n) => n.id.as_str(),
+                _ => continue,
+            };
+            if let (true, Some(test)) = (
+                matches!(name, "skipIf" | "skipUnless" | "skipif"),
+                c.arguments.args.first(),
+            ) {
+                self.guards.push(Guard {
+                    test: test.range(),
+                    arms: block(body).into_iter().collect(),
+                    chain: vec![test.range()],
+                });
+            }
+        }
+    }
+}
+
 impl<'a> SourceOrderVisitor<'a> for Collect {
     fn enter_node(&mut self, node: AnyNodeRef<'a>) -> TraversalSignal {
         match node {
-            AnyNodeRef::StmtIf(s) => {
-                let mut arms: Vec<TextRange> = block(&s.body).into_iter().collect();
-                for (i, c) in s.elif_else_clauses.iter().enumerate() {
-                    arms.push(c.range());
-                    if let Some(test) = &c.test {
-                        // An `elif` selects its own body and the clauses after it.
-                        let mut own: Vec<TextRange> = block(&c.body).into_iter().collect();
-                        own.extend(s.elif_else_clauses[i + 1..].iter().map(|c| c.range()));
-                        self.guards.push(Guard {
-                            test: test.range(),
-                            arms: own,
-                        });
-                    }
-                }
+            AnyNodeRef::StmtIf(s) => self.stmt_if(s),
+            AnyNodeRef::StmtFunctionDef(f) => self.skip_decorators(&f.decorator_list, &f.body),
+            AnyNodeRef::StmtClassDef(c) => self.skip_decorators(&c.decorator_list, &c.body),
+            AnyNodeRef::ExprIf(e) => {
                 self.guards.push(Guard {
-                    test: s.test.range(),
-                    arms,
+                    test: e.test.range(),
+                    arms: vec![e.body.range(), e.orelse.range()],
+                    chain: vec![e.test.range(), e.orelse.range()],
                 });
             }
-            AnyNodeRef::ExprIf(e) => self.guards.push(Guard {
-                test: e.test.range(),
-                arms: vec![e.body.range(), e.orelse.range()],
-            }),
             AnyNodeRef::ExprStringLiteral(s) if string_says_cuda(s.value.to_str()) => {
-                self.names.push(CudaName { range: s.range });
+                self.names.push(s.range);
             }
             AnyNodeRef::ExprFString(f) => {
                 let literal = f.value.elements().any(|e| match e {
@@ -100,11 +182,13 @@ impl<'a> SourceOrderVisitor<'a> for Collect {
                     _ => false,
                 });
                 if literal {
-                    self.names.push(CudaName { range: f.range });
+                    self.names.push(f.range);
                 }
             }
             // What a script prints about CUDA is not CUDA code ("Using CUDA").
-            AnyNodeRef::ExprCall(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "print") => {
+            AnyNodeRef::ExprCall(c)
+                if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "print") =>
+            {
                 return TraversalSignal::Skip;
             }
             AnyNodeRef::ExprCall(c) => {
@@ -113,30 +197,33 @@ impl<'a> SourceOrderVisitor<'a> for Collect {
                     Expr::Name(n) => n.id.as_str(),
                     _ => "",
                 };
-                if says_cuda(callee) {
-                    self.names.push(CudaName { range: c.range() });
+                if says_cuda(callee) || ident_says_cuda(callee) {
+                    self.names.push(c.range());
                 }
             }
-            AnyNodeRef::ExprAttribute(a)
-                if a.attr.as_str() == "is_cuda"
-                    || a.attr.as_str() == "hip"
-                    || a.attr.to_ascii_lowercase().contains("rocm") =>
-            {
-                self.names.push(CudaName { range: a.range });
-            }
-            // `torch.cuda` / `torch.backends.cuda` (the module, whatever is read from it).
-            AnyNodeRef::ExprAttribute(a)
-                if a.attr.as_str() == "cuda"
+            AnyNodeRef::ExprAttribute(a) => {
+                let attr = a.attr.as_str();
+                // `torch.cuda`, `torch.backends.cuda`, `self.torch.cuda` (the module, whatever
+                // is read from it).
+                let module = attr == "cuda"
                     && match a.value.as_ref() {
                         Expr::Name(n) => n.id.as_str() == "torch",
-                        Expr::Attribute(b) => b.attr.as_str() == "backends",
+                        Expr::Attribute(b) => matches!(b.attr.as_str(), "backends" | "torch"),
                         _ => false,
-                    } =>
-            {
-                self.names.push(CudaName { range: a.range });
+                    };
+                if module || attr == "is_cuda" || attr == "hip" || ident_says_cuda(attr) {
+                    self.names.push(a.range);
+                }
             }
-            AnyNodeRef::ExprName(n) if n.id.to_ascii_lowercase().contains("rocm") => {
-                self.names.push(CudaName { range: n.range });
+            AnyNodeRef::ExprCompare(c)
+                if c.ops.iter().any(|o| {
+                    matches!(o, ast::CmpOp::NotEq | ast::CmpOp::NotIn | ast::CmpOp::IsNot)
+                }) =>
+            {
+                self.negated.push(c.range);
+            }
+            AnyNodeRef::ExprName(n) if ident_says_cuda(n.id.as_str()) => {
+                self.names.push(n.range);
             }
             _ => {}
         }
@@ -144,43 +231,63 @@ impl<'a> SourceOrderVisitor<'a> for Collect {
     }
 }
 
-/// The guards and CUDA names of `body`, for [`keep_together`].
+/// The guards and CUDA names of a module, for [`keep_together`].
 pub(super) struct Guards {
     guards: Vec<Guard>,
-    names: Vec<CudaName>,
+    names: Vec<TextRange>,
+    /// Comparisons by `!=`, `not in`, `is not`.
+    negated: Vec<TextRange>,
 }
 
 impl Guards {
     pub(super) fn of(body: &[ast::Stmt]) -> Guards {
-        let mut c = Collect::default();
+        let mut c = Collect {
+            guards: vec![],
+            names: vec![],
+            negated: vec![],
+        };
         for stmt in body {
             source_order::walk_stmt(&mut c, stmt);
         }
         Guards {
             guards: c.guards,
             names: c.names,
+            negated: c.negated,
         }
     }
 }
 
-/// What CUDA is left in `range`: a CUD/DEV-like finding there without a fix that names CUDA,
-/// or a CUDA name that no fixed finding covers. Its range.
-fn left_cuda(src: &str, diags: &[Diagnostic], names: &[CudaName], range: TextRange) -> Option<TextRange> {
+/// Does this finding's fix go through in the mode asked about (any fix, or safe ones only)?
+fn fixed(d: &Diagnostic, safe_only: bool) -> bool {
+    d.fix
+        .as_ref()
+        .is_some_and(|f| !safe_only || f.applicability == FixClass::Safe)
+}
+
+/// What CUDA is left in `range` when only the fixes allowed by `safe_only` apply: a finding
+/// there that is not fixed and names CUDA, or a CUDA name that no fixed finding covers.
+fn left_cuda(
+    src: &str,
+    diags: &[Diagnostic],
+    names: &[TextRange],
+    range: TextRange,
+    safe_only: bool,
+) -> Option<TextRange> {
     let unfixed = diags.iter().find(|d| {
-        d.fix.is_none() && range.contains_range(d.range) && says_cuda(&src[d.range])
+        !fixed(d, safe_only) && range.contains_range(d.range) && says_cuda(&src[d.range])
     });
     if let Some(d) = unfixed {
         return Some(d.range);
     }
     names
         .iter()
-        .filter(|n| range.contains_range(n.range))
+        .filter(|n| range.contains_range(**n))
         .find(|n| {
             !diags
                 .iter()
-                .any(|d| d.fix.is_some() && d.range.contains_range(n.range))
+                .any(|d| fixed(d, safe_only) && d.range.contains_range(**n))
         })
-        .map(|n| n.range)
+        .copied()
 }
 
 fn line_of(src: &str, at: TextSize) -> usize {
@@ -197,11 +304,36 @@ fn snippet(src: &str, r: TextRange) -> String {
     }
 }
 
-/// Apply the module comment's two rules to `diags` (all findings of the module) until nothing
+/// Take the fixes off (or, with `to_unsafe`, make unsafe the safe fixes of) the findings `pick`
+/// selects; whether anything changed.
+fn demote(
+    diags: &mut [Diagnostic],
+    pick: &dyn Fn(&Diagnostic) -> bool,
+    to_unsafe: bool,
+    note: &str,
+) -> bool {
+    let mut changed = false;
+    for d in diags.iter_mut().filter(|d| pick(d)) {
+        if to_unsafe {
+            if let Some(f) = d.fix.as_mut().filter(|f| f.applicability == FixClass::Safe) {
+                f.applicability = FixClass::Unsafe;
+                d.note = Some(format!("unsafe: {note}"));
+                changed = true;
+            }
+        } else {
+            d.fix = None;
+            d.note = Some(format!("not rewritten: {note}"));
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Apply the module comment's rules to `diags` (all findings of the module) until nothing
 /// changes.
 pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut [Diagnostic]) {
-    let ported = |d: &Diagnostic| matches!(rules.rules[d.rule].family.as_str(), "CUD" | "DEV");
-    let device = |d: &Diagnostic| rules.rules[d.rule].family == "DEV";
+    let family = |d: &Diagnostic| rules.rules[d.rule].family.as_str();
+    let ported = |d: &Diagnostic| matches!(family(d), "CUD" | "DEV");
     // Only tests that hold a CUD/DEV finding or a CUDA name can be about CUDA.
     let relevant: Vec<&Guard> = g
         .guards
@@ -210,66 +342,116 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
             diags
                 .iter()
                 .any(|d| ported(d) && guard.test.contains_range(d.range))
-                || g.names.iter().any(|n| guard.test.contains_range(n.range))
+                || g.names.iter().any(|n| guard.test.contains_range(*n))
         })
         .collect();
-    loop {
+    // `device.type != "cuda"`: a gate that switches something off where CUDA is missing
+    // (peak-memory stats, a CUDA-only path); asking about the TPU instead switches it on there.
+    let negated = |d: &Diagnostic| {
+        fixed(d, true) && family(d) == "DEV" && g.negated.iter().any(|n| n.contains_range(d.range))
+    };
+    demote(
+        diags,
+        &negated,
+        true,
+        "a device compared with `!=`/`not in` gates what runs off CUDA (stats, a CUDA-only \
+         path); asking about the TPU instead switches that on for the TPU: check that it works \
+         there",
+    );
+    let left = |diags: &[Diagnostic], r: TextRange, safe_only| {
+        left_cuda(src, diags, &g.names, r, safe_only)
+    };
+    for _ in 0..8 {
         let mut changed = false;
         for guard in &relevant {
-            let fixed_in_test = |d: &Diagnostic| {
+            let in_test = |d: &Diagnostic| {
                 d.fix.is_some() && ported(d) && guard.test.contains_range(d.range)
             };
-            let left_in_test = left_cuda(src, diags, &g.names, guard.test);
-            if diags.iter().any(fixed_in_test) {
-                let left = left_in_test.or_else(|| {
-                    guard
-                        .arms
-                        .iter()
-                        .find_map(|a| left_cuda(src, diags, &g.names, *a))
-                });
-                if let Some(left) = left {
-                    let (line, what) = (line_of(src, left.start()), snippet(src, left));
-                    let note = if left_in_test.is_some() {
+            // A CUDA availability check in a chain with another backend.
+            let findings: Vec<TextRange> =
+                diags.iter().filter(|d| ported(d)).map(|d| d.range).collect();
+            let other = other_backend(src, &guard.chain, &findings);
+            let tpu_branch = other.filter(|o| TPU_BRANCH.is_match(&src[*o].to_ascii_lowercase()));
+            if let Some(other) = tpu_branch
+                && diags.iter().any(in_test)
+            {
+                let note = format!(
+                    "this chain already has a TPU (or PyTorch/XLA) branch (line {}: `{}`), which \
+                     is where a TPU goes; the CUDA branch stays CUDA's",
+                    line_of(src, other.start()),
+                    snippet(src, other)
+                );
+                changed |= demote(diags, &in_test, false, &note);
+            }
+            if let Some(other) = other {
+                let check = |d: &Diagnostic| {
+                    in_test(d) && family(d) == "CUD" && {
+                        let t = &src[d.range];
+                        t.contains("is_available") || t.contains("device_count")
+                    }
+                };
+                if diags.iter().any(check) {
+                    let note = format!(
+                        "this chain also tests for another backend (line {}: `{}`), and \
+                         torch.accelerator.is_available() is true there too, so the CUDA branch \
+                         would take that backend over; add a TPU branch by hand",
+                        line_of(src, other.start()),
+                        snippet(src, other)
+                    );
+                    changed |= demote(diags, &check, false, &note);
+                }
+            }
+            let test_left = left(diags, guard.test, false);
+            if diags.iter().any(in_test) {
+                for safe_only in [false, true] {
+                    let found = left(diags, guard.test, safe_only).map(|l| (l, true)).or_else(|| {
+                        guard
+                            .arms
+                            .iter()
+                            .find_map(|a| left(diags, *a, safe_only))
+                            .map(|l| (l, false))
+                    });
+                    let Some((l, in_own_test)) = found else {
+                        continue;
+                    };
+                    let (line, what) = (line_of(src, l.start()), snippet(src, l));
+                    let how = if safe_only { "only an unsafe fix rewrites" } else { "no fix rewrites" };
+                    let note = if in_own_test {
                         format!(
-                            "not rewritten: the rest of this test still asks about CUDA (line \
-                             {line}: `{what}`), which no fix rewrites; rewriting only this part \
-                             would mix the TPU and CUDA in one test, so port it by hand"
+                            "the rest of this test still asks about CUDA (line {line}: \
+                             `{what}`), which {how}; rewriting only this part would mix the \
+                             TPU and CUDA in one test"
                         )
                     } else {
                         format!(
-                            "not rewritten: the code this test selects still names CUDA where \
-                             no fix rewrites it (line {line}: `{what}`); asking about the TPU \
-                             here would send the TPU there, so port that code first, then this \
-                             test"
+                            "the code this test selects still names CUDA (line {line}: \
+                             `{what}`), which {how}; asking about the TPU here would send the \
+                             TPU there, so the test goes with that code"
                         )
                     };
-                    for d in diags.iter_mut().filter(|d| fixed_in_test(d)) {
-                        d.fix = None;
-                        d.note = Some(note.clone());
-                    }
-                    changed = true;
+                    changed |= demote(diags, &in_test, safe_only, &note);
+                    break;
                 }
             }
-            if let Some(left) = left_in_test {
+            for (l, safe_only) in [(test_left, false), (left(diags, guard.test, true), true)] {
+                let Some(l) = l else { continue };
                 let in_arms = |d: &Diagnostic| {
                     d.fix.is_some()
-                        && device(d)
+                        && family(d) == "DEV"
                         && guard.arms.iter().any(|a| a.contains_range(d.range))
                 };
                 if diags.iter().any(in_arms) {
+                    let how = if safe_only { "only an unsafe fix rewrites" } else { "no fix rewrites" };
                     let note = format!(
-                        "not rewritten: this code runs when `{}` holds, a test that still asks \
-                         about CUDA (`{}`); a TPU device here would be chosen on CUDA, so port \
-                         the test and this code together by hand",
+                        "this code runs when `{}` holds, a test that still asks about CUDA \
+                         (`{}`, which {how}); a TPU device here would be chosen on CUDA, so \
+                         the test and this code go together",
                         snippet(src, guard.test),
-                        snippet(src, left)
+                        snippet(src, l)
                     );
-                    for d in diags.iter_mut().filter(|d| in_arms(d)) {
-                        d.fix = None;
-                        d.note = Some(note.clone());
-                    }
-                    changed = true;
+                    changed |= demote(diags, &in_arms, safe_only, &note);
                 }
+                break;
             }
         }
         if !changed {
