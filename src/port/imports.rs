@@ -137,15 +137,33 @@ fn use_counts(sem: &Semantic, module: &ModModule) -> Vec<usize> {
     let mut counts = sem.use_counts();
     let mut names = AnnotationNames::default();
     names.visit_body(&module.body);
+    // A name bound in two branches (`if v2: from a import tpu` / `else: from b import tpu`)
+    // resolves to one binding, but either may be the one that runs: a use of one is a use of
+    // every binding of that name in the scope.
+    let used: HashSet<(&str, _)> = sem
+        .bindings
+        .iter()
+        .zip(&counts)
+        .filter(|(_, n)| **n > 0)
+        .map(|(b, _)| (b.name.as_str(), b.scope))
+        .collect();
     for (i, b) in sem.bindings.iter().enumerate() {
         if counts[i] == 0
             && matches!(b.kind, BindingKind::Import { .. })
-            && names.names.contains(b.name.as_str())
+            && (names.names.contains(b.name.as_str())
+                || (used.contains(&(b.name.as_str(), b.scope)) && binds_object(b)))
         {
             counts[i] = 1;
         }
     }
     counts
+}
+
+/// `from a import tpu` binds the object it names (`import a.b` binds the package `a`, which
+/// twin imports share without using each other).
+fn binds_object(b: &crate::port::semantic::Binding) -> bool {
+    matches!(&b.kind, BindingKind::Import { qualified }
+        if qualified.rsplit('.').next() == Some(b.name.as_str()) && qualified.contains('.'))
 }
 
 /// The root names of the expressions written as strings in annotations.
@@ -455,5 +473,16 @@ mod tests {
         assert_eq!(n, 4);
         // Nothing left to do.
         assert_eq!(retire_imports(&out), (out.clone(), 0));
+    }
+
+    #[test]
+    fn a_name_imported_in_two_branches_is_used_in_both() {
+        let src = "if new:
+    from torch_xla._internal import tpu
+else:
+    from torch_xla.experimental import tpu
+env = tpu.get_tpu_env()
+";
+        assert_eq!(retire_imports(src), (src.to_string(), 0));
     }
 }
