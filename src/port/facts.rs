@@ -107,7 +107,7 @@ impl FileFacts {
 /// Could the rule's fix be unsafe in this file (it uses one of `unsafe_if_uses`)? Whether
 /// `unless_uses` lifts that is decided per finding, by [`dominated_by_call`].
 /// `if __name__ == "__main__":` or a call made at module level.
-fn runs_as_program(stmt: &Stmt) -> bool {
+pub fn runs_as_program(stmt: &Stmt) -> bool {
     match stmt {
         Stmt::Expr(e) => matches!(*e.value, Expr::Call(_)),
         Stmt::If(i) => match &*i.test {

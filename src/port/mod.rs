@@ -145,6 +145,7 @@ pub fn migrate_source_at(
         facts::FileFacts::default()
     };
     facts.torch_xla_own = path.is_some_and(facts::is_torch_xla_source);
+    facts.program = parsed.module.body.iter().any(facts::runs_as_program);
     facts.cuda_only = facts::cuda_only_module(&parsed.module.body, source);
     let diagnostics = check::check(source, &parsed, &sem, rules, index, &active, &facts);
     let mut out = Outcome {

@@ -16,8 +16,9 @@
 //! guard CUDA-only code keep their meaning), `foreign.rs` (device-like strings that are not this
 //! program's devices), `scope.rs` (device findings inside code named for CUDA), `named.rs` (CUD
 //! fixes in code about CUDA itself are unsafe), `flow.rs` (a string assigned to a name takes the
-//! roles of the name's uses), `probe.rs` (calls made to see whether they raise) and
-//! `together.rs` (a CUDA test and the code it selects are ported together or not at all).
+//! roles of the name's uses), `probe.rs` (calls made to see whether they raise),
+//! `together.rs` (a CUDA test and the code it selects are ported together or not at all) and
+//! `library.rs` (CUDA settings and backend comparisons in library modules).
 
 mod args;
 mod assign;
@@ -27,6 +28,7 @@ mod fix;
 mod flow;
 mod foreign;
 mod guard;
+mod library;
 mod named;
 mod names;
 mod probe;
@@ -185,6 +187,9 @@ impl<'a> Checker<'a> {
         if self.diags.iter().any(ported) {
             let guards = together::Guards::of(&self.parsed.module.body);
             together::keep_together(self.src, self.rules, &guards, &mut self.diags);
+        }
+        if !self.facts.program {
+            library::keep_library_settings(self.rules, &self.parsed.module.body, &mut self.diags);
         }
         self.diags.sort_by_key(|d| (d.range.start(), d.rule));
         let mut diags = std::mem::take(&mut self.diags);

@@ -1,0 +1,104 @@
+//! Library modules serve every backend. A file that is not a program (no `if __name__ ==
+//! "__main__":` block, no call at module level) is imported by CUDA users too, so two kinds of
+//! safe fix there become unsafe, with a note:
+//! - removing a CUDA setting (`os.environ["CUBLAS_WORKSPACE_CONFIG"] = ...` next to
+//!   `use_deterministic_algorithms(True)`, `cudnn.benchmark = benchmark`): it does nothing on a
+//!   TPU but is still needed on CUDA;
+//! - a backend name compared (`if backend == "nccl":`): library code computes the backend from a
+//!   device map that already yields "tpu_dist", and the comparison selects NCCL-only handling
+//!   (barrier `device_ids`, moving CPU tensors to CUDA), which would then apply to the TPU.
+//!
+//! In a program the same fixes stay safe: the program is what is being ported.
+
+use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor, TraversalSignal};
+use ruff_python_ast::{self as ast, AnyNodeRef};
+use ruff_text_size::{Ranged, TextRange};
+
+use crate::port::diagnostic::Diagnostic;
+use crate::port::rules::{Action, FixClass, RuleSet};
+
+const SETTING_NOTE: &str = "unsafe: this file is a library module (no `__main__` block or \
+    module-level call), imported by CUDA users too; the CUDA setting it removes does nothing on a \
+    TPU but may still be needed on CUDA (cuBLAS under deterministic algorithms, a user's \
+    benchmark option); remove it where the program runs only on a TPU";
+
+const COMPARE_NOTE: &str = "unsafe: a backend name compared in a library module selects \
+    per-backend handling (NCCL's barrier `device_ids`, CPU tensors moved to CUDA); the library \
+    may already pick \"tpu_dist\" for a TPU, and rewriting the comparison would apply NCCL's \
+    handling to it and drop it on CUDA; check what the branch does";
+
+#[derive(Default)]
+struct Compares(Vec<TextRange>);
+
+impl<'a> SourceOrderVisitor<'a> for Compares {
+    fn enter_node(&mut self, node: AnyNodeRef<'a>) -> TraversalSignal {
+        if let AnyNodeRef::ExprCompare(c) = node {
+            self.0.push(c.range());
+        }
+        TraversalSignal::Traverse
+    }
+}
+
+/// Apply the module comment to the findings of a file that is not a program.
+pub(super) fn keep_library_settings(rules: &RuleSet, body: &[ast::Stmt], diags: &mut [Diagnostic]) {
+    let safe = |d: &Diagnostic| {
+        d.fix
+            .as_ref()
+            .is_some_and(|f| f.applicability == FixClass::Safe)
+    };
+    let setting = |d: &Diagnostic| {
+        let r = &rules.rules[d.rule];
+        matches!(r.family.as_str(), "ENV" | "PRC") && matches!(r.action, Some(Action::Remove(_)))
+    };
+    let backend = |d: &Diagnostic| rules.rules[d.rule].family == "DST";
+    if !diags.iter().any(|d| safe(d) && (setting(d) || backend(d))) {
+        return;
+    }
+    let mut compares = Compares::default();
+    for stmt in body {
+        source_order::walk_stmt(&mut compares, stmt);
+    }
+    for d in diags.iter_mut().filter(|d| safe(d)) {
+        let note = if setting(d) {
+            SETTING_NOTE
+        } else if backend(d) && compares.0.iter().any(|c| c.contains_range(d.range)) {
+            COMPARE_NOTE
+        } else {
+            continue;
+        };
+        if let Some(f) = d.fix.as_mut() {
+            f.applicability = FixClass::Unsafe;
+        }
+        d.note = Some(note.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
+
+    fn migrate(src: &str, unsafe_fixes: bool) -> String {
+        let rules = RuleSet::builtin();
+        let index = RuleIndex::new(&rules);
+        let out = migrate_source(src, &rules, &index, Settings { unsafe_fixes });
+        out.output.unwrap_or_else(|| src.to_string())
+    }
+
+    const LIBRARY: &str = "import os\nimport torch\nimport torch.distributed as dist\n\n\ndef enable_full_determinism():\n    os.environ[\"CUBLAS_WORKSPACE_CONFIG\"] = \":16:8\"\n    torch.use_deterministic_algorithms(True)\n\n\ndef barrier(backend):\n    if backend == \"nccl\":\n        dist.barrier(device_ids=[0])\n";
+
+    #[test]
+    fn library_modules_keep_cuda_settings_and_backend_comparisons_in_safe_mode() {
+        assert_eq!(migrate(LIBRARY, false), LIBRARY);
+        let unsafe_ = migrate(LIBRARY, true);
+        assert!(!unsafe_.contains("CUBLAS_WORKSPACE_CONFIG"), "{unsafe_}");
+        assert!(unsafe_.contains("== \"tpu_dist\""), "{unsafe_}");
+    }
+
+    #[test]
+    fn programs_are_ported() {
+        let program = format!("{LIBRARY}\n\nif __name__ == \"__main__\":\n    enable_full_determinism()\n");
+        let out = migrate(&program, false);
+        assert!(!out.contains("CUBLAS_WORKSPACE_CONFIG"), "{out}");
+        assert!(out.contains("== \"tpu_dist\""), "{out}");
+    }
+}
