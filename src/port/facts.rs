@@ -23,9 +23,11 @@ pub struct FileFacts {
     /// Every qualified name the code reads (`torch.nn.parallel.DistributedDataParallel`,
     /// `torch_xla.distributed.xla_multiprocessing.spawn`).
     pub uses: HashSet<String>,
-    /// The file is part of PyTorch/XLA's own sources (a `torch_xla` package directory): it
-    /// defines the APIs the rules rewrite, so no fix there is proven to keep its meaning.
-    pub torch_xla_own: bool,
+    /// The file is part of a framework's own sources (PyTorch/XLA, Lightning, DeepSpeed,
+    /// Accelerate, torchax: a package directory of that name above it): the framework's name.
+    /// It defines the APIs the rules rewrite, or picks devices through its own accelerator
+    /// abstraction, so no fix there is proven to keep its meaning.
+    pub framework_own: Option<&'static str>,
     /// The file runs as a program: an `if __name__ == "__main__":` block or a call statement at
     /// module level. Only a program that never starts processes is proven single-process; a
     /// library module's step may run under a launcher elsewhere (Lightning's XLA strategy).
@@ -86,7 +88,7 @@ impl FileFacts {
         }
         FileFacts {
             uses: v.out,
-            torch_xla_own: false,
+            framework_own: None,
             program: parsed.module.body.iter().any(runs_as_program),
             cuda_only: None,
         }
@@ -188,27 +190,52 @@ pub fn cuda_only_module(body: &[Stmt], src: &str) -> Option<(TextRange, String)>
     None
 }
 
-/// Is `path` inside PyTorch/XLA's own package (a `torch_xla` directory above the file)?
-/// Rewriting torch_xla's implementation of itself (`device='xla'` in the code that registers
-/// that device, `xm.REDUCE_SUM` in the code that defines it) changes what torch_xla does.
-pub fn is_torch_xla_source(path: &std::path::Path) -> bool {
-    path.parent()
-        .is_some_and(|dir| dir.components().any(|c| c.as_os_str() == "torch_xla"))
+/// Frameworks whose own sources are not ported: the package directory and what it is.
+const FRAMEWORKS: &[(&str, &str)] = &[
+    ("torch_xla", "PyTorch/XLA"),
+    ("torchax", "torchax"),
+    ("lightning", "Lightning"),
+    ("pytorch_lightning", "Lightning"),
+    ("lightning_fabric", "Lightning"),
+    ("deepspeed", "DeepSpeed"),
+    ("accelerate", "Accelerate"),
+];
+
+/// Is `path` inside a framework's own package (a `torch_xla`, `lightning`, `deepspeed`, ...
+/// directory above the file)? Rewriting torch_xla's implementation of itself (`device='xla'` in
+/// the code that registers that device) changes what torch_xla does; Lightning and DeepSpeed
+/// choose devices through their own accelerator classes (Lightning's "tpu" means torch_xla,
+/// DeepSpeed has no TorchTPU accelerator), so their hard-coded "cuda" is a CUDA path, and giving
+/// TorchTPU to them is the framework's port, not the user's.
+pub fn framework_source(path: &std::path::Path) -> Option<&'static str> {
+    let dir = path.parent()?;
+    dir.components().find_map(|c| {
+        FRAMEWORKS
+            .iter()
+            .find(|(pkg, _)| c.as_os_str() == *pkg)
+            .map(|(_, name)| *name)
+    })
 }
 
-/// In torch_xla's own sources every fix is at most unsafe, and says why.
-pub fn demote_in_torch_xla(diags: &mut [super::diagnostic::Diagnostic]) {
+/// In a framework's own sources every fix is at most unsafe, and says why.
+pub fn demote_in_framework(diags: &mut [super::diagnostic::Diagnostic], name: &str) {
     for d in diags {
         if let Some(fix) = &mut d.fix
             && fix.applicability > super::rules::FixClass::Unsafe
         {
             fix.applicability = super::rules::FixClass::Unsafe;
-            d.note = Some(
+            d.note = Some(if name == "PyTorch/XLA" {
                 "this file is part of PyTorch/XLA's own sources (under a `torch_xla` package): \
                  it defines the API being rewritten, so the fix is unsafe; port the code that \
                  uses torch_xla instead"
-                    .into(),
-            );
+                    .into()
+            } else {
+                format!(
+                    "this file is part of {name}'s own sources: {name} chooses devices and \
+                     backends through its own accelerator classes, so giving it TorchTPU is \
+                     {name}'s port, and the fix is unsafe; port the code that uses {name} instead"
+                )
+            });
         }
     }
 }

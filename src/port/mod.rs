@@ -114,8 +114,9 @@ pub fn migrate_source(
     migrate_source_at(source, None, rules, index, settings)
 }
 
-/// [`migrate_source`] for the file at `path`: in PyTorch/XLA's own sources (a `torch_xla`
-/// package directory) every fix is at most unsafe ([`facts::is_torch_xla_source`]).
+/// [`migrate_source`] for the file at `path`: in a framework's own sources (a `torch_xla`,
+/// `lightning`, `deepspeed`, ... package directory) every fix is at most unsafe
+/// ([`facts::framework_source`]).
 pub fn migrate_source_at(
     source: &str,
     path: Option<&std::path::Path>,
@@ -144,7 +145,7 @@ pub fn migrate_source_at(
     } else {
         facts::FileFacts::default()
     };
-    facts.torch_xla_own = path.is_some_and(facts::is_torch_xla_source);
+    facts.framework_own = path.and_then(facts::framework_source);
     facts.program = parsed.module.body.iter().any(facts::runs_as_program);
     facts.cuda_only = facts::cuda_only_module(&parsed.module.body, source);
     let diagnostics = check::check(source, &parsed, &sem, rules, index, &active, &facts);
@@ -362,6 +363,10 @@ mod scope_tests {
         // A user's file (or one named torch_xla.py) is ported as usual.
         assert!(safe_output(src, Some("proj/torch_xla.py")).is_some());
         assert!(safe_output(src, None).is_some());
+        let cuda = "import torch\nx = torch.zeros(3, device='cuda')\n";
+        assert!(safe_output(cuda, Some("deepspeed/runtime/zenflow/engine.py")).is_none());
+        assert!(safe_output(cuda, Some("lightning/fabric/strategies/fsdp.py")).is_none());
+        assert!(safe_output(cuda, Some("my_project/train.py")).is_some());
     }
 
     #[test]

@@ -440,7 +440,7 @@ impl Scan<'_> {
 
 /// The module's CUDA-only functions: Triton kernels, and functions and methods (as
 /// `self.name`) that use one or other CUDA-only code (two levels deep).
-fn cuda_only_defs(module: &[Stmt], sem: &Semantic) -> HashMap<String, String> {
+pub(super) fn cuda_only_defs(module: &[Stmt], sem: &Semantic) -> HashMap<String, String> {
     let mut scan = Scan {
         sem,
         kernels: triton_kernels(module, sem),

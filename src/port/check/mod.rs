@@ -99,8 +99,8 @@ pub fn check(
         c.visit_stmt(stmt);
     }
     let mut diags = c.finish();
-    if facts.torch_xla_own {
-        facts::demote_in_torch_xla(&mut diags);
+    if let Some(name) = facts.framework_own {
+        facts::demote_in_framework(&mut diags, name);
     }
     diags
 }
@@ -185,7 +185,11 @@ impl<'a> Checker<'a> {
             d.fix.is_some() && matches!(self.rule(d.rule).family.as_str(), "CUD" | "DEV")
         };
         if self.diags.iter().any(ported) {
-            let guards = together::Guards::of(&self.parsed.module.body);
+            let module = &self.parsed.module.body;
+            let defs = self
+                .cuda_defs
+                .get_or_init(|| guard::cuda_only_defs(module, self.sem));
+            let guards = together::Guards::of(module, defs);
             together::keep_together(self.src, self.rules, &guards, &mut self.diags);
         }
         if !self.facts.program {

@@ -164,7 +164,7 @@ fn specific(q: &str) -> bool {
         .any(|n| q == *n || (q.starts_with(n) && q[n.len()..].starts_with('.')))
 }
 
-fn target_says_cuda(t: &Expr) -> bool {
+pub(super) fn target_says_cuda(t: &Expr) -> bool {
     match t {
         Expr::Name(n) => says_cuda(n.id.as_str()),
         Expr::Attribute(a) => says_cuda(a.attr.as_str()),

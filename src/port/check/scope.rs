@@ -8,8 +8,8 @@
 //! CUDA code claim the TPU. A device finding (DEV) there keeps no fix; its note says why.
 //! A CUDA check (CUD) whose failing branch raises an error naming CUDA or a GPU is such a
 //! requirement too. A file that declares at module level that it runs only on CUDA
-//! ([`FileFacts::cuda_only`](crate::port::facts::FileFacts::cuda_only)) keeps all its DEV and
-//! CUD findings without fix: its device strings feed CUDA-only kernels the call sites don't show.
+//! ([`FileFacts::cuda_only`](crate::port::facts::FileFacts::cuda_only)) keeps all its DEV, CUD
+//! and DST (NCCL, a "cuda" device mesh) findings without fix: its device strings feed CUDA-only kernels the call sites don't show.
 
 use ruff_python_ast::{AnyNodeRef, Stmt};
 use ruff_text_size::{Ranged, TextRange};
@@ -46,12 +46,17 @@ impl<'a> Checker<'a> {
                      CUDA capability check) must keep naming CUDA; give the TPU its own code path \
                      by hand if it needs one"
                 ),
-                None => match self.cuda_requirement(self.diags[i].range) {
-                    Some(()) => "not rewritten: the test's failure says CUDA is required (an \
+                None => match (self.cuda_requirement(self.diags[i].range), self.cuda_target()) {
+                    (Some(()), _) => "not rewritten: the test's failure says CUDA is required (an \
                                  assertion or raise that names CUDA): it guards code that needs \
                                  CUDA; check that code runs on a TPU before changing the test"
                         .to_string(),
-                    None => continue,
+                    (None, Some(target)) => format!(
+                        "not rewritten: the value is assigned to `{target}`, a name that says \
+                         CUDA: the code that reads it means CUDA (a `torch.cuda` stream, a CUDA \
+                         kernel); port that code and the name together"
+                    ),
+                    (None, None) => continue,
                 },
             };
             self.diags[i].fix = None;
@@ -82,14 +87,25 @@ impl<'a> Checker<'a> {
             }
         };
         let fix_off = |d: &mut crate::port::diagnostic::Diagnostic| {
-            let id = &rules.rules[d.rule].id;
-            if d.fix.is_some() && (id.starts_with("DEV") || id.starts_with("CUD")) {
+            let family = rules.rules[d.rule].family.as_str();
+            if d.fix.is_some() && matches!(family, "DEV" | "CUD" | "DST") {
                 d.fix = None;
                 d.note = Some(note(d.range));
             }
         };
         self.diags[diags..].iter_mut().for_each(fix_off);
         self.fallbacks[fallbacks..].iter_mut().for_each(fix_off);
+    }
+
+    /// The target of the innermost statement when it is an assignment to a name that says CUDA
+    /// (`self.is_cuda = device.type == "cuda" and ...`).
+    fn cuda_target(&self) -> Option<&'a str> {
+        let stmt = self.stack.iter().rev().find_map(|n| n.as_stmt_ref())?;
+        let ruff_python_ast::StmtRef::Assign(a) = stmt else {
+            return None;
+        };
+        let t = a.targets.iter().find(|t| super::named::target_says_cuda(t))?;
+        Some(self.text(t.range()))
     }
 
     /// The innermost enclosing function or class whose name mentions CUDA.

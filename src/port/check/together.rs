@@ -12,7 +12,8 @@
 //! - when CUDA is left in the test, the DEV findings in its branches keep no fix (or become
 //!   unsafe, likewise);
 //! - a device compared with `!=`/`not in` is a gate for what runs off CUDA: unsafe;
-//! - a CUD/DEV finding in a chain that already has a TPU (or PyTorch/XLA) branch keeps no fix;
+//! - a CUD/DEV finding in the tests of a chain that already has a TPU (or PyTorch/XLA) branch,
+//!   or a DEV finding in its other branches, keeps no fix;
 //! - a CUDA availability check in a chain that also tests another backend (`elif
 //!   torch.xpu.is_available()`, `mps.is_available() and not torch.cuda.is_available()`) keeps no
 //!   fix: `torch.accelerator.is_available()` is true on that backend too and would take it over.
@@ -20,6 +21,7 @@
 //! Repeated until nothing changes, since a test that loses its fix leaves CUDA behind for an
 //! enclosing one.
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -91,29 +93,52 @@ fn block(stmts: &[ast::Stmt]) -> Option<TextRange> {
 }
 
 /// Collects the guards and the CUDA names of a module.
-struct Collect {
+struct Collect<'d> {
+    /// The module's CUDA-only functions (`guard.rs`): calling one is CUDA code.
+    cuda_defs: &'d HashMap<String, String>,
     guards: Vec<Guard>,
     names: Vec<TextRange>,
     negated: Vec<TextRange>,
+    chains: Vec<Vec<Clause>>,
+}
+
+/// One clause of an `if`/`elif`/`else` chain: its test (none for `else`) and its body.
+struct Clause {
+    test: Option<TextRange>,
+    body: TextRange,
 }
 
 /// The first of `tests` that names another backend once the findings in it are blanked out
 /// (a CUD finding on `torch.tpu.is_available()` names no other backend).
 fn other_backend(src: &str, tests: &[TextRange], findings: &[TextRange]) -> Option<TextRange> {
+    naming(&OTHER_BACKEND, src, tests, findings)
+}
+
+/// The first of `tests` whose text, with the findings in it blanked out, matches `re`.
+fn naming(re: &Regex, src: &str, tests: &[TextRange], findings: &[TextRange]) -> Option<TextRange> {
     tests.iter().copied().find(|t| {
         let mut text = src[*t].to_ascii_lowercase().into_bytes();
         for f in findings.iter().filter(|f| t.contains_range(**f)) {
             let (a, b) = ((f.start() - t.start()).to_usize(), (f.end() - t.start()).to_usize());
             text[a..b].fill(b' ');
         }
-        OTHER_BACKEND.is_match(&String::from_utf8_lossy(&text))
+        re.is_match(&String::from_utf8_lossy(&text))
     })
 }
 
-impl Collect {
+impl Collect<'_> {
     fn stmt_if(&mut self, s: &ast::StmtIf) {
         let mut tests = vec![s.test.range()];
         tests.extend(s.elif_else_clauses.iter().filter_map(|c| c.test.as_ref()).map(|t| t.range()));
+        let clauses = std::iter::once((Some(s.test.range()), block(&s.body)))
+            .chain(
+                s.elif_else_clauses
+                    .iter()
+                    .map(|c| (c.test.as_ref().map(|t| t.range()), block(&c.body))),
+            )
+            .filter_map(|(test, body)| Some(Clause { test, body: body? }))
+            .collect();
+        self.chains.push(clauses);
         let mut arms: Vec<TextRange> = block(&s.body).into_iter().collect();
         for (i, c) in s.elif_else_clauses.iter().enumerate() {
             arms.push(c.range());
@@ -160,12 +185,18 @@ impl Collect {
     }
 }
 
-impl<'a> SourceOrderVisitor<'a> for Collect {
+impl<'a> SourceOrderVisitor<'a> for Collect<'_> {
     fn enter_node(&mut self, node: AnyNodeRef<'a>) -> TraversalSignal {
         match node {
             AnyNodeRef::StmtIf(s) => self.stmt_if(s),
             AnyNodeRef::StmtFunctionDef(f) => self.skip_decorators(&f.decorator_list, &f.body),
             AnyNodeRef::StmtClassDef(c) => self.skip_decorators(&c.decorator_list, &c.body),
+            // `mps.is_available() and not torch.cuda.is_available()` outside an `if`.
+            AnyNodeRef::ExprBoolOp(b) if b.op == ast::BoolOp::And => self.guards.push(Guard {
+                test: b.range,
+                arms: vec![],
+                chain: vec![b.range],
+            }),
             AnyNodeRef::ExprIf(e) => {
                 self.guards.push(Guard {
                     test: e.test.range(),
@@ -197,7 +228,13 @@ impl<'a> SourceOrderVisitor<'a> for Collect {
                     Expr::Name(n) => n.id.as_str(),
                     _ => "",
                 };
-                if says_cuda(callee) || ident_says_cuda(callee) {
+                let key = match c.func.as_ref() {
+                    Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
+                        format!("self.{}", a.attr)
+                    }
+                    _ => callee.to_string(),
+                };
+                if says_cuda(callee) || ident_says_cuda(callee) || self.cuda_defs.contains_key(&key) {
                     self.names.push(c.range());
                 }
             }
@@ -237,14 +274,18 @@ pub(super) struct Guards {
     names: Vec<TextRange>,
     /// Comparisons by `!=`, `not in`, `is not`.
     negated: Vec<TextRange>,
+    /// `if`/`elif`/`else` chains.
+    chains: Vec<Vec<Clause>>,
 }
 
 impl Guards {
-    pub(super) fn of(body: &[ast::Stmt]) -> Guards {
+    pub(super) fn of(body: &[ast::Stmt], cuda_defs: &HashMap<String, String>) -> Guards {
         let mut c = Collect {
+            cuda_defs,
             guards: vec![],
             names: vec![],
             negated: vec![],
+            chains: vec![],
         };
         for stmt in body {
             source_order::walk_stmt(&mut c, stmt);
@@ -253,6 +294,7 @@ impl Guards {
             guards: c.guards,
             names: c.names,
             negated: c.negated,
+            chains: c.chains,
         }
     }
 }
@@ -358,6 +400,27 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
          path); asking about the TPU instead switches that on for the TPU: check that it works \
          there",
     );
+    // A chain with a TPU (or PyTorch/XLA) branch: its other branches are for other devices.
+    for chain in &g.chains {
+        let findings: Vec<TextRange> =
+            diags.iter().filter(|d| ported(d)).map(|d| d.range).collect();
+        let tests: Vec<TextRange> = chain.iter().filter_map(|c| c.test).collect();
+        let Some(tpu) = naming(&TPU_BRANCH, src, &tests, &findings) else {
+            continue;
+        };
+        let note = format!(
+            "this chain already has a TPU (or PyTorch/XLA) branch (line {}: `{}`), which is \
+             where a TPU goes; this branch serves another device and keeps its own",
+            line_of(src, tpu.start()),
+            snippet(src, tpu)
+        );
+        for clause in chain.iter().filter(|c| c.test != Some(tpu)) {
+            let in_body = |d: &Diagnostic| {
+                d.fix.is_some() && family(d) == "DEV" && clause.body.contains_range(d.range)
+            };
+            demote(diags, &in_body, false, &note);
+        }
+    }
     let left = |diags: &[Diagnostic], r: TextRange, safe_only| {
         left_cuda(src, diags, &g.names, r, safe_only)
     };
@@ -371,7 +434,7 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
             let findings: Vec<TextRange> =
                 diags.iter().filter(|d| ported(d)).map(|d| d.range).collect();
             let other = other_backend(src, &guard.chain, &findings);
-            let tpu_branch = other.filter(|o| TPU_BRANCH.is_match(&src[*o].to_ascii_lowercase()));
+            let tpu_branch = naming(&TPU_BRANCH, src, &guard.chain, &findings);
             if let Some(other) = tpu_branch
                 && diags.iter().any(in_test)
             {
