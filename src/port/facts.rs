@@ -35,6 +35,9 @@ pub struct FileFacts {
     /// The file declares at module level that it runs only on CUDA (`pytest.importorskip(
     /// "triton")`, a module-level skip when CUDA is missing): the statement's range and text.
     pub cuda_only: Option<(TextRange, String)>,
+    /// Where the file is, to look at its neighbours ([`crate::port::neighbours`]) when a
+    /// check needs to know which imported names are CUDA-only.
+    pub path: Option<std::path::PathBuf>,
 }
 
 impl FileFacts {
@@ -91,6 +94,7 @@ impl FileFacts {
             framework_own: None,
             program: parsed.module.body.iter().any(runs_as_program),
             cuda_only: None,
+            path: None,
         }
     }
 }

@@ -11,7 +11,8 @@
 //!
 //! - [`parse`]: the one door to the Python parser (AST, comments, syntax errors);
 //! - [`semantic`]: scopes, bindings and qualified names; [`facts`]: what a file uses (for the
-//!   `*_if_uses` conditions of rules);
+//!   `*_if_uses` conditions of rules); [`neighbours`]: which modules it imports from its own
+//!   project are CUDA-only;
 //! - [`rules`]: the rule files (schema, loader, compiler, compiled model); [`index`]: lookup
 //!   tables and the needle prefilter over a rule set; [`explain`](mod@explain): the text of
 //!   `tpuport rule`;
@@ -33,6 +34,7 @@ pub mod files;
 pub mod helpers;
 pub mod imports;
 pub mod index;
+pub mod neighbours;
 pub mod parse;
 pub mod render;
 pub mod rules;
@@ -147,6 +149,7 @@ pub fn migrate_source_at(
     };
     facts.framework_own = path.and_then(facts::framework_source);
     facts.program = parsed.module.body.iter().any(facts::runs_as_program);
+    facts.path = path.map(|p| p.to_path_buf());
     facts.cuda_only = facts::cuda_only_module(&parsed.module.body, source);
     let diagnostics = check::check(source, &parsed, &sem, rules, index, &active, &facts);
     let mut out = Outcome {

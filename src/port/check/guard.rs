@@ -360,16 +360,27 @@ impl<'a> Checker<'a> {
         None
     }
 
+    /// The module's CUDA-only functions and the names it imports from CUDA-only modules of its
+    /// project, found once.
+    pub(super) fn cuda_defs(&self) -> &HashMap<String, String> {
+        self.cuda_defs.get_or_init(|| {
+            let body = &self.parsed.module.body;
+            let mut defs = match &self.facts.path {
+                Some(path) => crate::port::neighbours::cuda_only_imports(path, body),
+                None => HashMap::new(),
+            };
+            defs.extend(cuda_only_defs(body, self.sem, &defs));
+            defs
+        })
+    }
+
     /// A scan that knows the file's Triton kernels and the names the module, and the function
     /// around the guard, assign from CUDA-only code.
     fn scanner(&self, stack: &[AnyNodeRef<'a>]) -> Scan<'_> {
         let module = &self.parsed.module.body;
         let mut scan = Scan {
             sem: self.sem,
-            kernels: self
-                .cuda_defs
-                .get_or_init(|| cuda_only_defs(module, self.sem))
-                .clone(),
+            kernels: self.cuda_defs().clone(),
             found: None,
         };
         let func = stack.iter().rev().find_map(|n| match n {
@@ -440,10 +451,16 @@ impl Scan<'_> {
 
 /// The module's CUDA-only functions: Triton kernels, and functions and methods (as
 /// `self.name`) that use one or other CUDA-only code (two levels deep).
-pub(super) fn cuda_only_defs(module: &[Stmt], sem: &Semantic) -> HashMap<String, String> {
+fn cuda_only_defs(
+    module: &[Stmt],
+    sem: &Semantic,
+    imported: &HashMap<String, String>,
+) -> HashMap<String, String> {
+    let mut kernels = triton_kernels(module, sem);
+    kernels.extend(imported.iter().map(|(k, v)| (k.clone(), v.clone())));
     let mut scan = Scan {
         sem,
-        kernels: triton_kernels(module, sem),
+        kernels,
         found: None,
     };
     let mut defs: Vec<(String, &[Stmt])> = vec![];

@@ -186,9 +186,7 @@ impl<'a> Checker<'a> {
         };
         if self.diags.iter().any(ported) {
             let module = &self.parsed.module.body;
-            let defs = self
-                .cuda_defs
-                .get_or_init(|| guard::cuda_only_defs(module, self.sem));
+            let defs = self.cuda_defs();
             let guards = together::Guards::of(module, defs);
             together::keep_together(self.src, self.rules, &guards, &mut self.diags);
         }

@@ -42,9 +42,10 @@ struct Guard {
 }
 
 fn says_cuda(s: &str) -> bool {
-    let s = s.to_ascii_lowercase();
-    s.contains("cuda") || s.contains("rocm")
+    CUDA_WORD.is_match(s)
 }
+
+static CUDA_WORD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)cuda|rocm").unwrap());
 
 /// Prose that names CUDA-only machinery (`"not supported for AWQ CUDA/XPU kernels"`).
 static CUDA_MACHINERY: LazyLock<Regex> = LazyLock::new(|| {
@@ -54,9 +55,19 @@ static CUDA_MACHINERY: LazyLock<Regex> = LazyLock::new(|| {
     .unwrap()
 });
 
-/// Identifiers about NVIDIA/AMD hardware: capability checks and CUDA libraries.
+/// Identifiers about NVIDIA/AMD hardware: capability checks and CUDA-only libraries (one
+/// case-insensitive pattern, so no lower-cased copy per identifier).
 static CUDA_IDENT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(^|_)(sm\d+|sm_at_least|sm_version|mi\d{3}|hopper|blackwell|ampere|fa3|cublas|cudnn|nvml|nccl|rocm)(_|$|\d)").unwrap()
+    let libraries: Vec<String> = CUDA_ONLY_ROOTS
+        .iter()
+        .filter(|r| !r.contains('.'))
+        .map(|r| regex::escape(r))
+        .collect();
+    Regex::new(&format!(
+        r"(?i)rocm|(^|_)(sm\d+|sm_at_least|sm_version|mi\d{{3}}|hopper|blackwell|ampere|fa3|cublas|cudnn|nvml|nccl)(_|$|\d)|{}",
+        libraries.join("|")
+    ))
+    .unwrap()
 });
 
 /// Another backend's name inside an identifier or string (`torch.xpu`, `is_torch_npu_available`,
@@ -78,12 +89,7 @@ fn string_says_cuda(s: &str) -> bool {
 
 /// An identifier that names CUDA-only code: `forward_cuda`, `is_sm_at_least_90`, `has_gemlite`.
 fn ident_says_cuda(id: &str) -> bool {
-    let lower = id.to_ascii_lowercase();
-    lower.contains("rocm")
-        || CUDA_IDENT.is_match(id)
-        || CUDA_ONLY_ROOTS
-            .iter()
-            .any(|r| !r.contains('.') && lower.contains(r))
+    CUDA_IDENT.is_match(id)
 }
 
 fn block(stmts: &[ast::Stmt]) -> Option<TextRange> {
