@@ -17,6 +17,11 @@ use ruff_python_ast::{AnyNodeRef, Stmt, StmtImportFrom};
 static TRITON_AT_TOP: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?m)^(import triton\b|from triton(\.[\w.]+)? import )").unwrap());
 
+/// Does this module text import Triton unconditionally at top level?
+pub fn imports_triton_at_top(text: &str) -> bool {
+    TRITON_AT_TOP.is_match(text)
+}
+
 /// Module file → CUDA-only, for the files already read.
 static SEEN: LazyLock<Mutex<HashMap<PathBuf, bool>>> = LazyLock::new(Default::default);
 

@@ -15,7 +15,6 @@ use ruff_python_ast::{self as ast, AnyNodeRef, Expr, ExprContext, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
 use super::Checker;
-use crate::port::rules::Matcher;
 use crate::port::semantic::Semantic;
 
 /// A skip reason that says the test is about CUDA-only machinery.
@@ -95,6 +94,15 @@ const PORTABLE_OPS: &[&str] = &[
     "tpu",
 ];
 
+/// ATen operators with a CUDA kernel that TorchTPU 0.2.0 does not run (derived from the
+/// operator table by `scripts/tpu-missing-ops`): a TPU tensor sent to one fails.
+static TPU_MISSING_OPS: LazyLock<std::collections::HashSet<&'static str>> = LazyLock::new(|| {
+    include_str!("../../../data/tpu_missing_ops.txt")
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+});
+
 /// What makes this qualified name (or module path) CUDA-only, if it is.
 fn cuda_only_name(q: &str) -> Option<String> {
     let q = q.trim_start_matches('.');
@@ -116,7 +124,13 @@ fn cuda_only_name(q: &str) -> Option<String> {
                 segs.get(2).is_some_and(|s| CUDA_ONLY_TORCH.contains(s))
                     || segs[2..].iter().any(|s| CUDA_ONLY_MEMORY.contains(s))
             }
-            Some("ops") => segs.get(2).is_some_and(|ns| !PORTABLE_OPS.contains(ns)),
+            Some("ops") => {
+                segs.get(2).is_some_and(|ns| !PORTABLE_OPS.contains(ns))
+                    || (segs.get(2) == Some(&"aten")
+                        && segs.get(3).is_some_and(|op| TPU_MISSING_OPS.contains(op)))
+            }
+            // `torch._convert_weight_to_int4pack`: an ATen op TorchTPU does not run.
+            Some(op) if segs.len() == 2 && TPU_MISSING_OPS.contains(op) => true,
             Some("utils") => rest.starts_with("utils.cpp_extension"),
             // Whether CUDA's flash/efficient/cuDNN SDPA kernels would run; choosing FA3.
             Some("backends") => rest.starts_with("backends.cuda.can_use_"),
@@ -125,6 +139,12 @@ fn cuda_only_name(q: &str) -> Option<String> {
             Some("_inductor") => segs.get(2).is_some_and(|s| s.starts_with("cudagraph")),
             _ => false,
         };
+        let missing = segs
+            .last()
+            .is_some_and(|op| (segs.len() == 2 || segs.get(2) == Some(&"aten")) && TPU_MISSING_OPS.contains(op));
+        if cuda_only && missing {
+            return Some(format!("`{q}`, an ATen op TorchTPU 0.2.0 does not implement"));
+        }
         return cuda_only.then(|| format!("`{q}`"));
     }
     let known = CUDA_ONLY_ROOTS
@@ -229,14 +249,15 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Take the fixes off the string findings made since `diags` (a device or backend string)
-    /// that sit in a function running CUDA-only code: `torch.randn(..., device="cuda")` feeding a
-    /// Triton kernel names that kernel's device, not the program's.
+    /// Take the fixes off the device findings made since `diags` (a device string, a `.cuda()`
+    /// move) that sit in a function running CUDA-only code: `torch.randn(..., device="cuda")` or
+    /// `w.cuda()` feeding a Triton or gemlite kernel names that kernel's device, not the
+    /// program's.
     pub(super) fn keep_cuda_only_devices(&mut self, diags: usize) {
         let mut note = None;
         for i in diags..self.diags.len() {
             let d = &self.diags[i];
-            if d.fix.is_none() || !matches!(self.rule(d.rule).matcher, Matcher::String { .. }) {
+            if d.fix.is_none() || self.rule(d.rule).family != "DEV" {
                 continue;
             }
             if note.is_none() {
@@ -588,6 +609,8 @@ mod tests {
             ".._C",
             "fused_adam_cuda",
             "flash_attn.flash_attn_func",
+            "torch.ops.aten._convert_weight_to_int4pack",
+            "torch._weight_int4pack_mm",
         ] {
             assert!(cuda_only_name(q).is_some(), "{q}");
         }

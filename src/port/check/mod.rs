@@ -132,12 +132,7 @@ impl<'a> SourceOrderVisitor<'a> for Checker<'a> {
         }
         if found != (self.diags.len(), self.fallbacks.len()) {
             self.keep_cuda_guards(found.0, found.1);
-            if matches!(
-                node,
-                AnyNodeRef::ExprStringLiteral(_) | AnyNodeRef::ExprFString(_)
-            ) {
-                self.keep_cuda_only_devices(found.0);
-            }
+            self.keep_cuda_only_devices(found.0);
             self.keep_cuda_scopes(found.0);
             self.keep_cuda_only_file(found.0, found.1);
         }
@@ -189,6 +184,9 @@ impl<'a> Checker<'a> {
             let defs = self.cuda_defs();
             let guards = together::Guards::of(module, defs);
             together::keep_together(self.src, self.rules, &guards, &mut self.diags);
+        }
+        if crate::port::neighbours::imports_triton_at_top(self.src) {
+            scope::keep_triton_module_devices(self.rules, &mut self.diags);
         }
         if !self.facts.program {
             library::keep_library_settings(self.rules, &self.parsed.module.body, &mut self.diags);

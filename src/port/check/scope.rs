@@ -25,6 +25,15 @@ impl<'a> Checker<'a> {
                 continue;
             }
             if self.rule(self.diags[i].rule).id.starts_with("CUD") {
+                if let Some(kw) = self.gpu_switch(self.diags[i].range) {
+                    self.diags[i].fix = None;
+                    self.diags[i].note = Some(format!(
+                        "not rewritten: the answer is passed as `{kw}=`, a library's own GPU \
+                         switch (faiss, a CUDA-only backend), not this program's device choice; \
+                         leave it, or pass False on a TPU"
+                    ));
+                    continue;
+                }
                 if self.cuda_raise(self.diags[i].range) {
                     self.diags[i].fix = None;
                     self.diags[i].note = Some(
@@ -97,6 +106,25 @@ impl<'a> Checker<'a> {
         self.fallbacks[fallbacks..].iter_mut().for_each(fix_off);
     }
 
+    /// The keyword the current expression is the value of, when it names a GPU or CUDA switch
+    /// (`faiss.Kmeans(..., gpu=torch.cuda.is_available())`, `use_gpu=`).
+    fn gpu_switch(&self, range: TextRange) -> Option<&'a str> {
+        for n in self.stack.iter().rev() {
+            match n {
+                AnyNodeRef::Keyword(k) => {
+                    let arg = k.arg.as_ref()?.as_str();
+                    let lower = arg.to_ascii_lowercase();
+                    return (lower.contains("gpu") || lower.contains("cuda")).then_some(arg);
+                }
+                n if n.as_stmt_ref().is_some() => return None,
+                // The finding's own call (`torch.cuda.is_available()`), else another call.
+                AnyNodeRef::ExprCall(c) if !c.func.range().contains_range(range) => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
     /// The target of the innermost statement when it is an assignment to a name that says CUDA
     /// (`self.is_cuda = device.type == "cuda" and ...`).
     fn cuda_target(&self) -> Option<&'a str> {
@@ -165,6 +193,25 @@ impl<'a> Checker<'a> {
     }
 }
 
+/// In a module that imports Triton unconditionally at top level (an autotuner, a kernel
+/// library), a device is most likely a Triton kernel's: its DEV fixes become unsafe, with a note.
+pub(super) fn keep_triton_module_devices(
+    rules: &crate::port::rules::RuleSet,
+    diags: &mut [crate::port::diagnostic::Diagnostic],
+) {
+    use crate::port::rules::FixClass;
+    for d in diags.iter_mut().filter(|d| rules.rules[d.rule].family == "DEV") {
+        if let Some(f) = d.fix.as_mut().filter(|f| f.applicability == FixClass::Safe) {
+            f.applicability = FixClass::Unsafe;
+            d.note = Some(
+                "unsafe: this module imports Triton at top level, so its devices most likely \
+                 feed Triton kernels (CUDA-only); check that this one is the program's"
+                    .to_string(),
+            );
+        }
+    }
+}
+
 /// Does a name (of a function, class or variable) mention CUDA?
 pub(super) fn says_cuda(name: &str) -> bool {
     name.to_ascii_lowercase().contains("cuda")
@@ -226,4 +273,14 @@ mod tests {
         let user = "import torch\n\n\ndef main(args):\n    if args.device == \"cuda\" and not torch.cuda.is_available():\n        raise RuntimeError(\"CUDA not available\")\n";
         assert_ne!(migrate(user, false), user);
     }
+
+    #[test]
+    fn devices_in_modules_that_import_triton_are_unsafe() {
+        let src = "import torch\nimport triton\n\nbuf = torch.empty(256, device=\"cuda\")\n";
+        assert_eq!(migrate(src, false), src);
+        assert!(migrate(src, true).contains("device=\"tpu\""));
+        let optional = src.replace("import triton\n", "try:\n    import triton\nexcept ImportError:\n    triton = None\n");
+        assert!(migrate(&optional, false).contains("device=\"tpu\""));
+    }
+
 }

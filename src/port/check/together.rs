@@ -18,6 +18,10 @@
 //!   torch.xpu.is_available()`, `mps.is_available() and not torch.cuda.is_available()`) keeps no
 //!   fix: `torch.accelerator.is_available()` is true on that backend too and would take it over.
 //!
+//! A module-level flag whose value still asks about CUDA (`_SUPPORTS_FLEX_ATTENTION =
+//! torch.cuda.is_available() and torch.cuda.get_device_capability() >= (7, 5)`) counts as CUDA
+//! where it is read.
+//!
 //! Repeated until nothing changes, since a test that loses its fix leaves CUDA behind for an
 //! enclosing one.
 
@@ -106,6 +110,10 @@ struct Collect<'d> {
     names: Vec<TextRange>,
     negated: Vec<TextRange>,
     chains: Vec<Vec<Clause>>,
+    /// Module-level flags (`_SUPPORTS_FLEX = torch.cuda.is_available() and ...`): name → value.
+    flags: HashMap<String, TextRange>,
+    /// Where the flags are read.
+    flag_uses: Vec<(String, TextRange)>,
 }
 
 /// One clause of an `if`/`elif`/`else` chain: its test (none for `else`) and its body.
@@ -265,8 +273,13 @@ impl<'a> SourceOrderVisitor<'a> for Collect<'_> {
             {
                 self.negated.push(c.range);
             }
-            AnyNodeRef::ExprName(n) if ident_says_cuda(n.id.as_str()) => {
-                self.names.push(n.range);
+            AnyNodeRef::ExprName(n) => {
+                if ident_says_cuda(n.id.as_str()) {
+                    self.names.push(n.range);
+                } else if n.ctx == ast::ExprContext::Load && self.flags.contains_key(n.id.as_str())
+                {
+                    self.flag_uses.push((n.id.to_string(), n.range));
+                }
             }
             _ => {}
         }
@@ -282,11 +295,25 @@ pub(super) struct Guards {
     negated: Vec<TextRange>,
     /// `if`/`elif`/`else` chains.
     chains: Vec<Vec<Clause>>,
+    flags: HashMap<String, TextRange>,
+    flag_uses: Vec<(String, TextRange)>,
 }
 
 impl Guards {
     pub(super) fn of(body: &[ast::Stmt], cuda_defs: &HashMap<String, String>) -> Guards {
+        let flags = body
+            .iter()
+            .filter_map(|s| match s {
+                ast::Stmt::Assign(a) => match a.targets.as_slice() {
+                    [Expr::Name(n)] => Some((n.id.to_string(), a.value.range())),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
         let mut c = Collect {
+            flags,
+            flag_uses: vec![],
             cuda_defs,
             guards: vec![],
             names: vec![],
@@ -301,6 +328,8 @@ impl Guards {
             names: c.names,
             negated: c.negated,
             chains: c.chains,
+            flags: c.flags,
+            flag_uses: c.flag_uses,
         }
     }
 }
@@ -381,7 +410,16 @@ fn demote(
 /// changes.
 pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut [Diagnostic]) {
     let family = |d: &Diagnostic| rules.rules[d.rule].family.as_str();
-    let ported = |d: &Diagnostic| matches!(family(d), "CUD" | "DEV");
+    let ported = |d: &Diagnostic| matches!(family(d), "CUD" | "DEV" | "DST");
+    // A flag whose value still asks about CUDA is CUDA wherever it is read.
+    let mut names = g.names.clone();
+    for (flag, at) in &g.flag_uses {
+        if let Some(value) = g.flags.get(flag)
+            && left_cuda(src, diags, &g.names, *value, false).is_some()
+        {
+            names.push(*at);
+        }
+    }
     // Only tests that hold a CUD/DEV finding or a CUDA name can be about CUDA.
     let relevant: Vec<&Guard> = g
         .guards
@@ -390,7 +428,7 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
             diags
                 .iter()
                 .any(|d| ported(d) && guard.test.contains_range(d.range))
-                || g.names.iter().any(|n| guard.test.contains_range(*n))
+                || names.iter().any(|n| guard.test.contains_range(*n))
         })
         .collect();
     // `device.type != "cuda"`: a gate that switches something off where CUDA is missing
@@ -428,7 +466,7 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
         }
     }
     let left = |diags: &[Diagnostic], r: TextRange, safe_only| {
-        left_cuda(src, diags, &g.names, r, safe_only)
+        left_cuda(src, diags, &names, r, safe_only)
     };
     for _ in 0..8 {
         let mut changed = false;
