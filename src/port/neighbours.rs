@@ -132,8 +132,16 @@ mod tests {
         std::fs::create_dir_all(pkg.join("kernels")).unwrap();
         std::fs::write(pkg.join("__init__.py"), "").unwrap();
         std::fs::write(pkg.join("kernels/__init__.py"), "").unwrap();
-        std::fs::write(pkg.join("kernels/fp8.py"), "import triton\n\ndef to_fp8(x):\n    pass\n").unwrap();
-        std::fs::write(pkg.join("kernels/ref.py"), "try:\n    import triton\nexcept ImportError:\n    triton = None\n").unwrap();
+        std::fs::write(
+            pkg.join("kernels/fp8.py"),
+            "import triton\n\ndef to_fp8(x):\n    pass\n",
+        )
+        .unwrap();
+        std::fs::write(
+            pkg.join("kernels/ref.py"),
+            "try:\n    import triton\nexcept ImportError:\n    triton = None\n",
+        )
+        .unwrap();
         let src = "from pkg.kernels.fp8 import to_fp8 as f\nfrom .fp8 import to_fp8\nfrom pkg.kernels.ref import r\nfrom torch import nn\n";
         let parsed = crate::port::parse::parse(src);
         let names = cuda_only_imports(&pkg.join("kernels/test_fp8.py"), &parsed.module.body);

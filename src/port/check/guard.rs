@@ -139,11 +139,13 @@ fn cuda_only_name(q: &str) -> Option<String> {
             Some("_inductor") => segs.get(2).is_some_and(|s| s.starts_with("cudagraph")),
             _ => false,
         };
-        let missing = segs
-            .last()
-            .is_some_and(|op| (segs.len() == 2 || segs.get(2) == Some(&"aten")) && TPU_MISSING_OPS.contains(op));
+        let missing = segs.last().is_some_and(|op| {
+            (segs.len() == 2 || segs.get(2) == Some(&"aten")) && TPU_MISSING_OPS.contains(op)
+        });
         if cuda_only && missing {
-            return Some(format!("`{q}`, an ATen op TorchTPU 0.2.0 does not implement"));
+            return Some(format!(
+                "`{q}`, an ATen op TorchTPU 0.2.0 does not implement"
+            ));
         }
         return cuda_only.then(|| format!("`{q}`"));
     }

@@ -96,7 +96,8 @@ mod tests {
 
     #[test]
     fn programs_are_ported() {
-        let program = format!("{LIBRARY}\n\nif __name__ == \"__main__\":\n    enable_full_determinism()\n");
+        let program =
+            format!("{LIBRARY}\n\nif __name__ == \"__main__\":\n    enable_full_determinism()\n");
         let out = migrate(&program, false);
         assert!(!out.contains("CUBLAS_WORKSPACE_CONFIG"), "{out}");
         assert!(out.contains("== \"tpu_dist\""), "{out}");

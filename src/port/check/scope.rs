@@ -55,7 +55,10 @@ impl<'a> Checker<'a> {
                      CUDA capability check) must keep naming CUDA; give the TPU its own code path \
                      by hand if it needs one"
                 ),
-                None => match (self.cuda_requirement(self.diags[i].range), self.cuda_target()) {
+                None => match (
+                    self.cuda_requirement(self.diags[i].range),
+                    self.cuda_target(),
+                ) {
                     (Some(()), _) => "not rewritten: the test's failure says CUDA is required (an \
                                  assertion or raise that names CUDA): it guards code that needs \
                                  CUDA; check that code runs on a TPU before changing the test"
@@ -132,7 +135,10 @@ impl<'a> Checker<'a> {
         let ruff_python_ast::StmtRef::Assign(a) = stmt else {
             return None;
         };
-        let t = a.targets.iter().find(|t| super::named::target_says_cuda(t))?;
+        let t = a
+            .targets
+            .iter()
+            .find(|t| super::named::target_says_cuda(t))?;
         Some(self.text(t.range()))
     }
 
@@ -200,7 +206,10 @@ pub(super) fn keep_triton_module_devices(
     diags: &mut [crate::port::diagnostic::Diagnostic],
 ) {
     use crate::port::rules::FixClass;
-    for d in diags.iter_mut().filter(|d| rules.rules[d.rule].family == "DEV") {
+    for d in diags
+        .iter_mut()
+        .filter(|d| rules.rules[d.rule].family == "DEV")
+    {
         if let Some(f) = d.fix.as_mut().filter(|f| f.applicability == FixClass::Safe) {
             f.applicability = FixClass::Unsafe;
             d.note = Some(
@@ -279,8 +288,10 @@ mod tests {
         let src = "import torch\nimport triton\n\nbuf = torch.empty(256, device=\"cuda\")\n";
         assert_eq!(migrate(src, false), src);
         assert!(migrate(src, true).contains("device=\"tpu\""));
-        let optional = src.replace("import triton\n", "try:\n    import triton\nexcept ImportError:\n    triton = None\n");
+        let optional = src.replace(
+            "import triton\n",
+            "try:\n    import triton\nexcept ImportError:\n    triton = None\n",
+        );
         assert!(migrate(&optional, false).contains("device=\"tpu\""));
     }
-
 }

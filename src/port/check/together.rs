@@ -133,7 +133,10 @@ fn naming(re: &Regex, src: &str, tests: &[TextRange], findings: &[TextRange]) ->
     tests.iter().copied().find(|t| {
         let mut text = src[*t].to_ascii_lowercase().into_bytes();
         for f in findings.iter().filter(|f| t.contains_range(**f)) {
-            let (a, b) = ((f.start() - t.start()).to_usize(), (f.end() - t.start()).to_usize());
+            let (a, b) = (
+                (f.start() - t.start()).to_usize(),
+                (f.end() - t.start()).to_usize(),
+            );
             text[a..b].fill(b' ');
         }
         re.is_match(&String::from_utf8_lossy(&text))
@@ -143,7 +146,12 @@ fn naming(re: &Regex, src: &str, tests: &[TextRange], findings: &[TextRange]) ->
 impl Collect<'_> {
     fn stmt_if(&mut self, s: &ast::StmtIf) {
         let mut tests = vec![s.test.range()];
-        tests.extend(s.elif_else_clauses.iter().filter_map(|c| c.test.as_ref()).map(|t| t.range()));
+        tests.extend(
+            s.elif_else_clauses
+                .iter()
+                .filter_map(|c| c.test.as_ref())
+                .map(|t| t.range()),
+        );
         let clauses = std::iter::once((Some(s.test.range()), block(&s.body)))
             .chain(
                 s.elif_else_clauses
@@ -231,8 +239,7 @@ impl<'a> SourceOrderVisitor<'a> for Collect<'_> {
                 }
             }
             // What a script prints about CUDA is not CUDA code ("Using CUDA").
-            AnyNodeRef::ExprCall(c)
-                if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "print") =>
+            AnyNodeRef::ExprCall(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "print") =>
             {
                 return TraversalSignal::Skip;
             }
@@ -243,12 +250,14 @@ impl<'a> SourceOrderVisitor<'a> for Collect<'_> {
                     _ => "",
                 };
                 let key = match c.func.as_ref() {
-                    Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
+                    Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") =>
+                    {
                         format!("self.{}", a.attr)
                     }
                     _ => callee.to_string(),
                 };
-                if says_cuda(callee) || ident_says_cuda(callee) || self.cuda_defs.contains_key(&key) {
+                if says_cuda(callee) || ident_says_cuda(callee) || self.cuda_defs.contains_key(&key)
+                {
                     self.names.push(c.range());
                 }
             }
@@ -446,8 +455,11 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
     );
     // A chain with a TPU (or PyTorch/XLA) branch: its other branches are for other devices.
     for chain in &g.chains {
-        let findings: Vec<TextRange> =
-            diags.iter().filter(|d| ported(d)).map(|d| d.range).collect();
+        let findings: Vec<TextRange> = diags
+            .iter()
+            .filter(|d| ported(d))
+            .map(|d| d.range)
+            .collect();
         let tests: Vec<TextRange> = chain.iter().filter_map(|c| c.test).collect();
         let Some(tpu) = naming(&TPU_BRANCH, src, &tests, &findings) else {
             continue;
@@ -465,18 +477,19 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
             demote(diags, &in_body, false, &note);
         }
     }
-    let left = |diags: &[Diagnostic], r: TextRange, safe_only| {
-        left_cuda(src, diags, &names, r, safe_only)
-    };
+    let left =
+        |diags: &[Diagnostic], r: TextRange, safe_only| left_cuda(src, diags, &names, r, safe_only);
     for _ in 0..8 {
         let mut changed = false;
         for guard in &relevant {
-            let in_test = |d: &Diagnostic| {
-                d.fix.is_some() && ported(d) && guard.test.contains_range(d.range)
-            };
+            let in_test =
+                |d: &Diagnostic| d.fix.is_some() && ported(d) && guard.test.contains_range(d.range);
             // A CUDA availability check in a chain with another backend.
-            let findings: Vec<TextRange> =
-                diags.iter().filter(|d| ported(d)).map(|d| d.range).collect();
+            let findings: Vec<TextRange> = diags
+                .iter()
+                .filter(|d| ported(d))
+                .map(|d| d.range)
+                .collect();
             let other = other_backend(src, &guard.chain, &findings);
             let tpu_branch = naming(&TPU_BRANCH, src, &guard.chain, &findings);
             if let Some(other) = tpu_branch
@@ -511,18 +524,24 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
             let test_left = left(diags, guard.test, false);
             if diags.iter().any(in_test) {
                 for safe_only in [false, true] {
-                    let found = left(diags, guard.test, safe_only).map(|l| (l, true)).or_else(|| {
-                        guard
-                            .arms
-                            .iter()
-                            .find_map(|a| left(diags, *a, safe_only))
-                            .map(|l| (l, false))
-                    });
+                    let found = left(diags, guard.test, safe_only)
+                        .map(|l| (l, true))
+                        .or_else(|| {
+                            guard
+                                .arms
+                                .iter()
+                                .find_map(|a| left(diags, *a, safe_only))
+                                .map(|l| (l, false))
+                        });
                     let Some((l, in_own_test)) = found else {
                         continue;
                     };
                     let (line, what) = (line_of(src, l.start()), snippet(src, l));
-                    let how = if safe_only { "only an unsafe fix rewrites" } else { "no fix rewrites" };
+                    let how = if safe_only {
+                        "only an unsafe fix rewrites"
+                    } else {
+                        "no fix rewrites"
+                    };
                     let note = if in_own_test {
                         format!(
                             "the rest of this test still asks about CUDA (line {line}: \
@@ -548,7 +567,11 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
                         && guard.arms.iter().any(|a| a.contains_range(d.range))
                 };
                 if diags.iter().any(in_arms) {
-                    let how = if safe_only { "only an unsafe fix rewrites" } else { "no fix rewrites" };
+                    let how = if safe_only {
+                        "only an unsafe fix rewrites"
+                    } else {
+                        "no fix rewrites"
+                    };
                     let note = format!(
                         "this code runs when `{}` holds, a test that still asks about CUDA \
                          (`{}`, which {how}); a TPU device here would be chosen on CUDA, so \
