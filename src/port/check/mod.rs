@@ -13,7 +13,7 @@
 //! fix), `bind.rs` (arguments to parameters), `args.rs` (the new argument list), `remove.rs`
 //! (statement removal, duplicates), `assign.rs` (assignments rewritten by their value),
 //! `unwrap.rs` (`with` unwrapping), `suppress.rs` (`# tpuport: ignore`), `guard.rs` (tests that
-//! guard CUDA-only code keep their meaning), `foreign.rs` (device-like strings that are not this
+//! guard CUDA-only code keep their meaning; `cuda_only.rs` says what is CUDA-only), `foreign.rs` (device-like strings that are not this
 //! program's devices), `scope.rs` (device findings inside code named for CUDA), `named.rs` (CUD
 //! fixes in code about CUDA itself are unsafe), `flow.rs` (a string assigned to a name takes the
 //! roles of the name's uses), `probe.rs` (calls made to see whether they raise),
@@ -24,6 +24,7 @@ mod args;
 mod assign;
 mod bind;
 mod called;
+mod cuda_only;
 mod fix;
 mod flow;
 mod foreign;

@@ -33,7 +33,7 @@ use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor, Traversal
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr};
 use ruff_text_size::{Ranged, TextRange, TextSize};
 
-use super::guard::CUDA_ONLY_ROOTS;
+use super::cuda_only::CUDA_ONLY_ROOTS;
 use crate::port::diagnostic::Diagnostic;
 use crate::port::rules::{FixClass, RuleSet};
 

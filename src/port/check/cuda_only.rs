@@ -1,0 +1,181 @@
+//! What is CUDA-only: `torch.cuda` machinery without a TPU counterpart, libraries that run on
+//! NVIDIA GPUs only, compiled extensions, non-portable `torch.ops` namespaces, and the ATen ops
+//! TorchTPU 0.2.0 does not implement. `guard.rs` and `together.rs` ask it about names.
+
+use std::sync::LazyLock;
+
+/// `torch.cuda.*` names that are CUDA-only machinery (no TPU counterpart a guard could select).
+const CUDA_ONLY_TORCH: &[&str] = &[
+    "CUDAGraph",
+    "graph",
+    "graphs",
+    "make_graphed_callables",
+    "cudart",
+    "jiterator",
+    "nvtx",
+    "nccl",
+    "comm",
+    "tunable",
+    "Stream",
+    "stream",
+    "ExternalStream",
+    "_sleep",
+];
+
+/// `torch.cuda.*` / `torch.cuda.memory.*` memory-history tools with no TorchTPU counterpart
+/// (mapping.md, MEM013).
+const CUDA_ONLY_MEMORY: &[&str] = &[
+    "_record_memory_history",
+    "_dump_snapshot",
+    "_snapshot",
+    "memory_snapshot",
+];
+
+/// Libraries whose code runs on NVIDIA GPUs only.
+pub(super) const CUDA_ONLY_ROOTS: &[&str] = &[
+    "triton",
+    "helion",
+    "flash_attn",
+    "flash_attn_2_cuda",
+    "xformers",
+    "apex",
+    "amp_C",
+    "mamba_ssm",
+    "causal_conv1d",
+    "deep_gemm",
+    "flashinfer",
+    "cupy",
+    "pycuda",
+    "cutlass",
+    "transformer_engine",
+    "sgl_kernel",
+    "bitsandbytes",
+    "nvfuser",
+    "liger_kernel",
+    "numba.cuda",
+    "torch_tensorrt",
+    "tensorrt",
+    "gemlite",
+    "mslk",
+    "fbgemm_gpu",
+    "lpmm",
+    "flash_attn_interface",
+];
+
+/// `torch.ops` namespaces that are PyTorch's own (portable) operators.
+const PORTABLE_OPS: &[&str] = &[
+    "aten",
+    "prims",
+    "higher_order",
+    "_c10d_functional",
+    "c10d_functional",
+    "c10d",
+    "profiler",
+    "quantized",
+    "_quantized",
+    "tpu",
+];
+
+/// ATen operators with a CUDA kernel that TorchTPU 0.2.0 does not run (derived from the
+/// operator table by `scripts/tpu-missing-ops`): a TPU tensor sent to one fails.
+static TPU_MISSING_OPS: LazyLock<std::collections::HashSet<&'static str>> = LazyLock::new(|| {
+    include_str!("../../../data/tpu_missing_ops.txt")
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+});
+
+/// What makes this qualified name (or module path) CUDA-only, if it is.
+pub(super) fn cuda_only_name(q: &str) -> Option<String> {
+    let q = q.trim_start_matches('.');
+    let segs: Vec<&str> = q.split('.').collect();
+    // PyTorch/XLA's C extension works on torch_xla's lazy tensors only: a TPU tensor sent there
+    // fails (`torch_xla._XLAC._xla_get_tensor_id(t)` under `t.device.type == "xla"`).
+    // Its private `_internal` modules (TPU environment, PJRT plumbing) have no TorchTPU
+    // counterpart either.
+    let private = ["torch_xla._XLAC", "torch_xla._internal"];
+    if private
+        .iter()
+        .any(|p| q == *p || q.starts_with(&format!("{p}.")))
+    {
+        return Some(format!("`{q}`"));
+    }
+    if let Some(rest) = q.strip_prefix("torch.") {
+        let cuda_only = match segs.get(1).copied() {
+            Some("cuda") => {
+                segs.get(2).is_some_and(|s| CUDA_ONLY_TORCH.contains(s))
+                    || segs[2..].iter().any(|s| CUDA_ONLY_MEMORY.contains(s))
+            }
+            Some("ops") => {
+                segs.get(2).is_some_and(|ns| !PORTABLE_OPS.contains(ns))
+                    || (segs.get(2) == Some(&"aten")
+                        && segs.get(3).is_some_and(|op| TPU_MISSING_OPS.contains(op)))
+            }
+            // `torch._convert_weight_to_int4pack`: an ATen op TorchTPU does not run.
+            Some(op) if segs.len() == 2 && TPU_MISSING_OPS.contains(op) => true,
+            Some("utils") => rest.starts_with("utils.cpp_extension"),
+            // Whether CUDA's flash/efficient/cuDNN SDPA kernels would run; choosing FA3.
+            Some("backends") => rest.starts_with("backends.cuda.can_use_"),
+            Some("nn") => rest == "nn.attention.activate_flash_attention_impl",
+            // Inductor's CUDA graph trees (`cudagraph_mark_step_begin`).
+            Some("_inductor") => segs.get(2).is_some_and(|s| s.starts_with("cudagraph")),
+            _ => false,
+        };
+        let missing = segs.last().is_some_and(|op| {
+            (segs.len() == 2 || segs.get(2) == Some(&"aten")) && TPU_MISSING_OPS.contains(op)
+        });
+        if cuda_only && missing {
+            return Some(format!(
+                "`{q}`, an ATen op TorchTPU 0.2.0 does not implement"
+            ));
+        }
+        return cuda_only.then(|| format!("`{q}`"));
+    }
+    let known = CUDA_ONLY_ROOTS
+        .iter()
+        .any(|r| q == *r || q.starts_with(&format!("{r}.")));
+    // A compiled extension: `fused_adam_cuda`, `mylib._C`, `.triton_ops`, `cuda_kernels`.
+    let compiled = segs.iter().any(|s| {
+        *s == "_C"
+            || s.ends_with("_cuda")
+            || s.ends_with("_C")
+            || s.starts_with("cuda_")
+            || s.contains("triton")
+    });
+    (known || compiled).then(|| format!("`{q}`"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cuda_only_name;
+
+    #[test]
+    fn cuda_only_names() {
+        for q in [
+            "triton.jit",
+            "helion.kernel",
+            "torch.ops.mylib.fused_add",
+            "torch.cuda.CUDAGraph",
+            "torch.utils.cpp_extension.load_inline",
+            "torch.backends.cuda.can_use_flash_attention",
+            "torch._inductor.cudagraph_mark_step_begin",
+            "mylib._C.fused",
+            ".._C",
+            "fused_adam_cuda",
+            "flash_attn.flash_attn_func",
+            "torch.ops.aten._convert_weight_to_int4pack",
+            "torch._weight_int4pack_mm",
+        ] {
+            assert!(cuda_only_name(q).is_some(), "{q}");
+        }
+        for q in [
+            "torch.ops.aten.add",
+            "torch.cuda.synchronize",
+            "torch._C._get_tracing_state",
+            "numpy.zeros",
+            "os.environ",
+        ] {
+            assert!(cuda_only_name(q).is_none(), "{q}");
+        }
+    }
+}
