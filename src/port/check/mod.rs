@@ -12,13 +12,14 @@
 //! f-strings), `roles.rs` (where a string sits), `fix.rs` (a match into a diagnostic and its
 //! fix), `bind.rs` (arguments to parameters), `args.rs` (the new argument list), `remove.rs`
 //! (statement removal, duplicates), `assign.rs` (assignments rewritten by their value),
-//! `unwrap.rs` (`with` unwrapping), `suppress.rs` (`# tpuport: ignore`), `guard.rs` (tests that
-//! guard CUDA-only code keep their meaning; `cuda_only.rs` says what is CUDA-only), `foreign.rs` (device-like strings that are not this
-//! program's devices), `scope.rs` (device findings inside code named for CUDA), `named.rs` (CUD
-//! fixes in code about CUDA itself are unsafe), `flow.rs` (a string assigned to a name takes the
-//! roles of the name's uses), `probe.rs` (calls made to see whether they raise),
-//! `together.rs` (a CUDA test and the code it selects are ported together or not at all) and
-//! `library.rs` (CUDA settings and backend comparisons in library modules).
+//! `unwrap.rs` (`with` unwrapping), `suppress.rs` (`# tpuport: ignore`), `flow.rs` (a string
+//! assigned to a name takes the roles of the name's uses), `probe.rs` (calls made to see whether
+//! they raise). What keeps a fix off or makes it unsafe: `guard.rs` (tests that guard CUDA-only
+//! code keep their meaning; `cuda_only.rs` says what is CUDA-only), `foreign.rs` (device-like
+//! strings that are not this program's devices), `scope.rs` (device findings inside code named
+//! for CUDA), `named.rs` (CUD fixes in code about CUDA itself are unsafe), `together.rs` (a CUDA
+//! test and the code it selects are ported together or not at all) and `library.rs` (CUDA
+//! settings and backend comparisons in library modules).
 
 mod args;
 mod assign;

@@ -15,7 +15,7 @@ use ruff_python_ast::{AnyNodeRef, Expr, Stmt};
 use ruff_text_size::Ranged;
 
 use super::Checker;
-use super::scope::says_cuda;
+use super::scope::target_says_cuda;
 use crate::port::rules::Rule;
 use crate::port::semantic::Semantic;
 
@@ -162,13 +162,4 @@ fn specific(q: &str) -> bool {
     CUDA_SPECIFIC
         .iter()
         .any(|n| q == *n || (q.starts_with(n) && q[n.len()..].starts_with('.')))
-}
-
-pub(super) fn target_says_cuda(t: &Expr) -> bool {
-    match t {
-        Expr::Name(n) => says_cuda(n.id.as_str()),
-        Expr::Attribute(a) => says_cuda(a.attr.as_str()),
-        Expr::Tuple(t) => t.elts.iter().any(target_says_cuda),
-        _ => false,
-    }
 }

@@ -11,7 +11,7 @@
 //! ([`FileFacts::cuda_only`](crate::port::facts::FileFacts::cuda_only)) keeps all its DEV, CUD
 //! and DST (NCCL, a "cuda" device mesh) findings without fix: its device strings feed CUDA-only kernels the call sites don't show.
 
-use ruff_python_ast::{AnyNodeRef, Stmt};
+use ruff_python_ast::{AnyNodeRef, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
 use super::Checker;
@@ -135,10 +135,7 @@ impl<'a> Checker<'a> {
         let ruff_python_ast::StmtRef::Assign(a) = stmt else {
             return None;
         };
-        let t = a
-            .targets
-            .iter()
-            .find(|t| super::named::target_says_cuda(t))?;
+        let t = a.targets.iter().find(|t| target_says_cuda(t))?;
         Some(self.text(t.range()))
     }
 
@@ -218,6 +215,16 @@ pub(super) fn keep_triton_module_devices(
                     .to_string(),
             );
         }
+    }
+}
+
+/// Is an assignment target a name that says CUDA (`cuda_available`, `self.is_cuda`)?
+pub(super) fn target_says_cuda(t: &Expr) -> bool {
+    match t {
+        Expr::Name(n) => says_cuda(n.id.as_str()),
+        Expr::Attribute(a) => says_cuda(a.attr.as_str()),
+        Expr::Tuple(t) => t.elts.iter().any(target_says_cuda),
+        _ => false,
     }
 }
 
