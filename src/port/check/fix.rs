@@ -217,7 +217,9 @@ impl<'a> Checker<'a> {
     }
 
     /// Leave the rule's note as a comment at the statement: above it, or in its place when the
-    /// fix removes it. The note is skipped where the statement shares its line with other code.
+    /// fix removes it (for a note `note_in = "loop"`: inside loops, and wherever the removal
+    /// leaves a bare `pass`). The note is skipped where the statement shares its line with other
+    /// code.
     pub(super) fn with_note(
         &self,
         rule: &Rule,
@@ -230,7 +232,11 @@ impl<'a> Checker<'a> {
         let Some(pos) = self.stack.iter().rposition(|n| n.as_stmt_ref().is_some()) else {
             return Ok(fix);
         };
-        if note.only_in_loop && !in_loop(&self.stack[..pos]) {
+        // Outside loops the note is left only where the removal leaves a bare `pass`: a comment
+        // above the block may still describe what the removed statement did.
+        let leaves_pass = matches!(action, Action::Remove(RemoveKind::Statement))
+            && fix.edits.iter().any(|e| e.content == "pass");
+        if note.only_in_loop && !leaves_pass && !in_loop(&self.stack[..pos]) {
             return Ok(fix);
         }
         let stmt = self.stack[pos].range();

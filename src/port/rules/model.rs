@@ -148,7 +148,7 @@ impl Rule {
         }
         if let Some(n) = &self.note {
             let place = if n.only_in_loop {
-                " (inside loops)"
+                " (inside loops, and where it leaves a bare `pass`)"
             } else {
                 ""
             };
