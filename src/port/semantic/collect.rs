@@ -1,7 +1,7 @@
 //! The one pass over a module that builds its scopes and bindings and records every read,
 //! following Python's scoping rules (`global`, `nonlocal`, class scopes, comprehensions).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{self as ast, Expr, ExprContext, Stmt};
@@ -19,7 +19,7 @@ pub fn collect(module: &ast::ModModule) -> (Vec<Scope>, Vec<Binding>, Vec<Load>)
             kind: ScopeKind::Module,
             parent: None,
             span: module.range(),
-            names: HashMap::new(),
+            names: HashMap::default(),
             globals: vec![],
             nonlocals: vec![],
         }],
@@ -74,7 +74,7 @@ impl Collector {
             kind,
             parent: Some(self.current),
             span,
-            names: HashMap::new(),
+            names: HashMap::default(),
             globals: vec![],
             nonlocals: vec![],
         });

@@ -1,7 +1,7 @@
 //! The data of name resolution: scopes (module, class, function, comprehension) and the
 //! bindings made in them.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use ruff_text_size::TextRange;
 
