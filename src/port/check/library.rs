@@ -75,14 +75,7 @@ pub(super) fn keep_library_settings(rules: &RuleSet, body: &[ast::Stmt], diags: 
 
 #[cfg(test)]
 mod tests {
-    use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
-
-    fn migrate(src: &str, unsafe_fixes: bool) -> String {
-        let rules = RuleSet::builtin();
-        let index = RuleIndex::new(&rules);
-        let out = migrate_source(src, &rules, &index, Settings { unsafe_fixes });
-        out.output.unwrap_or_else(|| src.to_string())
-    }
+    use super::super::migrated as migrate;
 
     const LIBRARY: &str = "import os\nimport torch\nimport torch.distributed as dist\n\n\ndef enable_full_determinism():\n    os.environ[\"CUBLAS_WORKSPACE_CONFIG\"] = \":16:8\"\n    torch.use_deterministic_algorithms(True)\n\n\ndef barrier(backend):\n    if backend == \"nccl\":\n        dist.barrier(device_ids=[0])\n";
 

@@ -231,3 +231,13 @@ impl<'a> Checker<'a> {
         self.index.roots.contains(root).then_some(q)
     }
 }
+
+/// The text `migrate` leaves (with every built-in rule), for the unit tests of the checks.
+#[cfg(test)]
+pub(super) fn migrated(src: &str, unsafe_fixes: bool) -> String {
+    use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
+    let rules = RuleSet::builtin();
+    let index = RuleIndex::new(&rules);
+    let out = migrate_source(src, &rules, &index, Settings { unsafe_fixes });
+    out.output.unwrap_or_else(|| src.to_string())
+}

@@ -235,14 +235,7 @@ pub(super) fn says_cuda(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
-
-    fn migrate(src: &str, unsafe_fixes: bool) -> String {
-        let rules = RuleSet::builtin();
-        let index = RuleIndex::new(&rules);
-        let out = migrate_source(src, &rules, &index, Settings { unsafe_fixes });
-        out.output.unwrap_or_else(|| src.to_string())
-    }
+    use super::super::migrated as migrate;
 
     /// The DEV rules' `unsafe_if_uses`: in a file that uses a CUDA-only library, a device string
     /// may be what sends tensors into it, so its fix is unsafe.

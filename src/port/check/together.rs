@@ -106,14 +106,7 @@ fn block(stmts: &[ast::Stmt]) -> Option<TextRange> {
 struct Collect<'d> {
     /// The module's CUDA-only functions (`guard.rs`): calling one is CUDA code.
     cuda_defs: &'d HashMap<String, String>,
-    guards: Vec<Guard>,
-    names: Vec<TextRange>,
-    negated: Vec<TextRange>,
-    chains: Vec<Vec<Clause>>,
-    /// Module-level flags (`_SUPPORTS_FLEX = torch.cuda.is_available() and ...`): name → value.
-    flags: HashMap<String, TextRange>,
-    /// Where the flags are read.
-    flag_uses: Vec<(String, TextRange)>,
+    g: Guards,
 }
 
 /// One clause of an `if`/`elif`/`else` chain: its test (none for `else`) and its body.
@@ -160,7 +153,7 @@ impl Collect<'_> {
             )
             .filter_map(|(test, body)| Some(Clause { test, body: body? }))
             .collect();
-        self.chains.push(clauses);
+        self.g.chains.push(clauses);
         let mut arms: Vec<TextRange> = block(&s.body).into_iter().collect();
         for (i, c) in s.elif_else_clauses.iter().enumerate() {
             arms.push(c.range());
@@ -168,14 +161,14 @@ impl Collect<'_> {
                 // An `elif` selects its own body and the clauses after it.
                 let mut own: Vec<TextRange> = block(&c.body).into_iter().collect();
                 own.extend(s.elif_else_clauses[i + 1..].iter().map(|c| c.range()));
-                self.guards.push(Guard {
+                self.g.guards.push(Guard {
                     test: test.range(),
                     arms: own,
                     chain: tests.clone(),
                 });
             }
         }
-        self.guards.push(Guard {
+        self.g.guards.push(Guard {
             test: s.test.range(),
             arms,
             chain: tests,
@@ -197,7 +190,7 @@ impl Collect<'_> {
                 matches!(name, "skipIf" | "skipUnless" | "skipif"),
                 c.arguments.args.first(),
             ) {
-                self.guards.push(Guard {
+                self.g.guards.push(Guard {
                     test: test.range(),
                     arms: block(body).into_iter().collect(),
                     chain: vec![test.range()],
@@ -214,20 +207,20 @@ impl<'a> SourceOrderVisitor<'a> for Collect<'_> {
             AnyNodeRef::StmtFunctionDef(f) => self.skip_decorators(&f.decorator_list, &f.body),
             AnyNodeRef::StmtClassDef(c) => self.skip_decorators(&c.decorator_list, &c.body),
             // `mps.is_available() and not torch.cuda.is_available()` outside an `if`.
-            AnyNodeRef::ExprBoolOp(b) if b.op == ast::BoolOp::And => self.guards.push(Guard {
+            AnyNodeRef::ExprBoolOp(b) if b.op == ast::BoolOp::And => self.g.guards.push(Guard {
                 test: b.range,
                 arms: vec![],
                 chain: vec![b.range],
             }),
             AnyNodeRef::ExprIf(e) => {
-                self.guards.push(Guard {
+                self.g.guards.push(Guard {
                     test: e.test.range(),
                     arms: vec![e.body.range(), e.orelse.range()],
                     chain: vec![e.test.range(), e.orelse.range()],
                 });
             }
             AnyNodeRef::ExprStringLiteral(s) if string_says_cuda(s.value.to_str()) => {
-                self.names.push(s.range);
+                self.g.names.push(s.range);
             }
             AnyNodeRef::ExprFString(f) => {
                 let literal = f.value.elements().any(|e| match e {
@@ -235,7 +228,7 @@ impl<'a> SourceOrderVisitor<'a> for Collect<'_> {
                     _ => false,
                 });
                 if literal {
-                    self.names.push(f.range);
+                    self.g.names.push(f.range);
                 }
             }
             // What a script prints about CUDA is not CUDA code ("Using CUDA").
@@ -258,7 +251,7 @@ impl<'a> SourceOrderVisitor<'a> for Collect<'_> {
                 };
                 if says_cuda(callee) || ident_says_cuda(callee) || self.cuda_defs.contains_key(&key)
                 {
-                    self.names.push(c.range());
+                    self.g.names.push(c.range());
                 }
             }
             AnyNodeRef::ExprAttribute(a) => {
@@ -272,7 +265,7 @@ impl<'a> SourceOrderVisitor<'a> for Collect<'_> {
                         _ => false,
                     };
                 if module || attr == "is_cuda" || attr == "hip" || ident_says_cuda(attr) {
-                    self.names.push(a.range);
+                    self.g.names.push(a.range);
                 }
             }
             AnyNodeRef::ExprCompare(c)
@@ -280,14 +273,15 @@ impl<'a> SourceOrderVisitor<'a> for Collect<'_> {
                     matches!(o, ast::CmpOp::NotEq | ast::CmpOp::NotIn | ast::CmpOp::IsNot)
                 }) =>
             {
-                self.negated.push(c.range);
+                self.g.negated.push(c.range);
             }
             AnyNodeRef::ExprName(n) => {
                 if ident_says_cuda(n.id.as_str()) {
-                    self.names.push(n.range);
-                } else if n.ctx == ast::ExprContext::Load && self.flags.contains_key(n.id.as_str())
+                    self.g.names.push(n.range);
+                } else if n.ctx == ast::ExprContext::Load
+                    && self.g.flags.contains_key(n.id.as_str())
                 {
-                    self.flag_uses.push((n.id.to_string(), n.range));
+                    self.g.flag_uses.push((n.id.to_string(), n.range));
                 }
             }
             _ => {}
@@ -304,7 +298,9 @@ pub(super) struct Guards {
     negated: Vec<TextRange>,
     /// `if`/`elif`/`else` chains.
     chains: Vec<Vec<Clause>>,
+    /// Module-level flags (`_SUPPORTS_FLEX = torch.cuda.is_available() and ...`): name → value.
     flags: HashMap<String, TextRange>,
+    /// Where the flags are read.
     flag_uses: Vec<(String, TextRange)>,
 }
 
@@ -321,25 +317,20 @@ impl Guards {
             })
             .collect();
         let mut c = Collect {
-            flags,
-            flag_uses: vec![],
             cuda_defs,
-            guards: vec![],
-            names: vec![],
-            negated: vec![],
-            chains: vec![],
+            g: Guards {
+                guards: vec![],
+                names: vec![],
+                negated: vec![],
+                chains: vec![],
+                flags,
+                flag_uses: vec![],
+            },
         };
         for stmt in body {
             source_order::walk_stmt(&mut c, stmt);
         }
-        Guards {
-            guards: c.guards,
-            names: c.names,
-            negated: c.negated,
-            chains: c.chains,
-            flags: c.flags,
-            flag_uses: c.flag_uses,
-        }
+        c.g
     }
 }
 
