@@ -28,6 +28,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("rules/XS.toml", include_str!("../../../rules/XS.toml")),
     ("rules/XAMP.toml", include_str!("../../../rules/XAMP.toml")),
     ("rules/XU.toml", include_str!("../../../rules/XU.toml")),
+    ("rules/STM.toml", include_str!("../../../rules/STM.toml")),
     ("rules/OPS.toml", include_str!("../../../rules/OPS.toml")),
 ];
 
