@@ -5,6 +5,7 @@
 use std::sync::LazyLock;
 
 /// `torch.cuda.*` names that are CUDA-only machinery (no TPU counterpart a guard could select).
+/// Streams and events are not: the STM rules map them to `torch.Stream`/`torch.Event`.
 const CUDA_ONLY_TORCH: &[&str] = &[
     "CUDAGraph",
     "graph",
@@ -16,8 +17,6 @@ const CUDA_ONLY_TORCH: &[&str] = &[
     "nccl",
     "comm",
     "tunable",
-    "Stream",
-    "stream",
     "ExternalStream",
     "_sleep",
 ];
@@ -60,6 +59,12 @@ pub(super) const CUDA_ONLY_ROOTS: &[&str] = &[
     "fbgemm_gpu",
     "lpmm",
     "flash_attn_interface",
+    // NVIDIA's cuda-python (`import cuda.bindings.driver as cuda`).
+    "cuda.bindings",
+    "cuda.core",
+    "cuda.cuda",
+    "cuda.cudart",
+    "cuda.nvrtc",
 ];
 
 /// `torch.ops` namespaces that are PyTorch's own (portable) operators.

@@ -119,7 +119,7 @@ impl<'a> Checker<'a> {
         let mut note = None;
         for i in diags..self.diags.len() {
             let d = &self.diags[i];
-            if d.fix.is_none() || self.rule(d.rule).family != "DEV" {
+            if d.fix.is_none() || !matches!(self.rule(d.rule).family.as_str(), "DEV" | "STM") {
                 continue;
             }
             if note.is_none() {

@@ -197,7 +197,8 @@ impl<'a> Checker<'a> {
 }
 
 /// In a module that imports Triton unconditionally at top level (an autotuner, a kernel
-/// library), a device is most likely a Triton kernel's: its DEV fixes become unsafe, with a note.
+/// library), a device (or a stream or event) is most likely a Triton kernel's: its DEV and STM
+/// fixes become unsafe, with a note.
 pub(super) fn keep_triton_module_devices(
     rules: &crate::port::rules::RuleSet,
     diags: &mut [crate::port::diagnostic::Diagnostic],
@@ -205,7 +206,7 @@ pub(super) fn keep_triton_module_devices(
     use crate::port::rules::FixClass;
     for d in diags
         .iter_mut()
-        .filter(|d| rules.rules[d.rule].family == "DEV")
+        .filter(|d| matches!(rules.rules[d.rule].family.as_str(), "DEV" | "STM"))
     {
         if let Some(f) = d.fix.as_mut().filter(|f| f.applicability == FixClass::Safe) {
             f.applicability = FixClass::Unsafe;
