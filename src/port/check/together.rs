@@ -434,7 +434,9 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
     // `device.type != "cuda"`: a gate that switches something off where CUDA is missing
     // (peak-memory stats, a CUDA-only path); asking about the TPU instead switches it on there.
     let negated = |d: &Diagnostic| {
-        fixed(d, true) && matches!(family(d), "DEV" | "STM") && g.negated.iter().any(|n| n.contains_range(d.range))
+        fixed(d, true)
+            && matches!(family(d), "DEV" | "STM")
+            && g.negated.iter().any(|n| n.contains_range(d.range))
     };
     demote(
         diags,
@@ -463,7 +465,9 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
         );
         for clause in chain.iter().filter(|c| c.test != Some(tpu)) {
             let in_body = |d: &Diagnostic| {
-                d.fix.is_some() && matches!(family(d), "DEV" | "STM") && clause.body.contains_range(d.range)
+                d.fix.is_some()
+                    && matches!(family(d), "DEV" | "STM")
+                    && clause.body.contains_range(d.range)
             };
             demote(diags, &in_body, false, &note);
         }
