@@ -3,6 +3,7 @@
 use ruff_text_size::TextRange;
 
 use super::edit::Fix;
+use super::rules::FixClass;
 
 /// One finding.
 #[derive(Debug, Clone)]
@@ -14,4 +15,24 @@ pub struct Diagnostic {
     pub fix: Option<Fix>,
     /// Why there is no fix, or why it was downgraded.
     pub note: Option<String>,
+}
+
+impl Diagnostic {
+    /// Take the fix off, saying why.
+    pub fn keep(&mut self, note: impl Into<String>) {
+        self.fix = None;
+        self.note = Some(note.into());
+    }
+
+    /// Show a safe fix as unsafe, saying why; whether there was a safe fix to change.
+    pub fn make_unsafe(&mut self, note: &str) -> bool {
+        match self.fix.as_mut() {
+            Some(f) if f.applicability == FixClass::Safe => {
+                f.applicability = FixClass::Unsafe;
+                self.note = Some(note.to_string());
+                true
+            }
+            _ => false,
+        }
+    }
 }

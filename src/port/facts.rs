@@ -223,24 +223,20 @@ pub fn framework_source(path: &std::path::Path) -> Option<&'static str> {
 
 /// In a framework's own sources every fix is at most unsafe, and says why.
 pub fn demote_in_framework(diags: &mut [super::diagnostic::Diagnostic], name: &str) {
+    let note = if name == "PyTorch/XLA" {
+        "this file is part of PyTorch/XLA's own sources (under a `torch_xla` package): it \
+         defines the API being rewritten, so the fix is unsafe; port the code that uses \
+         torch_xla instead"
+            .to_string()
+    } else {
+        format!(
+            "this file is part of {name}'s own sources: {name} chooses devices and backends \
+             through its own accelerator classes, so giving it TorchTPU is {name}'s port, and \
+             the fix is unsafe; port the code that uses {name} instead"
+        )
+    };
     for d in diags {
-        if let Some(fix) = &mut d.fix
-            && fix.applicability > super::rules::FixClass::Unsafe
-        {
-            fix.applicability = super::rules::FixClass::Unsafe;
-            d.note = Some(if name == "PyTorch/XLA" {
-                "this file is part of PyTorch/XLA's own sources (under a `torch_xla` package): \
-                 it defines the API being rewritten, so the fix is unsafe; port the code that \
-                 uses torch_xla instead"
-                    .into()
-            } else {
-                format!(
-                    "this file is part of {name}'s own sources: {name} chooses devices and \
-                     backends through its own accelerator classes, so giving it TorchTPU is \
-                     {name}'s port, and the fix is unsafe; port the code that uses {name} instead"
-                )
-            });
-        }
+        d.make_unsafe(&note);
     }
 }
 

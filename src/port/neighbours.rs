@@ -22,32 +22,35 @@ pub fn imports_triton_at_top(text: &str) -> bool {
     TRITON_AT_TOP.is_match(text)
 }
 
-/// Module file → CUDA-only, for the files already read.
-static SEEN: LazyLock<Mutex<HashMap<PathBuf, bool>>> = LazyLock::new(Default::default);
+/// A per-process memo of a yes/no question about a path.
+type Memo = LazyLock<Mutex<HashMap<PathBuf, bool>>>;
 
-fn cuda_only_file(path: &Path) -> bool {
-    if let Some(known) = SEEN.lock().ok().and_then(|s| s.get(path).copied()) {
+/// The memoised answer for `path`, asking `ask` the first time.
+fn memo(table: &Memo, path: &Path, ask: impl FnOnce(&Path) -> bool) -> bool {
+    if let Some(known) = table.lock().ok().and_then(|s| s.get(path).copied()) {
         return known;
     }
-    let found = std::fs::read_to_string(path).is_ok_and(|t| TRITON_AT_TOP.is_match(&t));
-    if let Ok(mut s) = SEEN.lock() {
+    let found = ask(path);
+    if let Ok(mut s) = table.lock() {
         s.insert(path.to_path_buf(), found);
     }
     found
 }
 
+/// Module file → CUDA-only, for the files already read.
+static SEEN: Memo = LazyLock::new(Default::default);
+
+fn cuda_only_file(path: &Path) -> bool {
+    memo(&SEEN, path, |p| {
+        std::fs::read_to_string(p).is_ok_and(|t| TRITON_AT_TOP.is_match(&t))
+    })
+}
+
 /// Path → is a file, for the paths already asked about (many files import the same modules).
-static IS_FILE: LazyLock<Mutex<HashMap<PathBuf, bool>>> = LazyLock::new(Default::default);
+static IS_FILE: Memo = LazyLock::new(Default::default);
 
 fn is_file(p: &Path) -> bool {
-    if let Some(known) = IS_FILE.lock().ok().and_then(|s| s.get(p).copied()) {
-        return known;
-    }
-    let found = p.is_file();
-    if let Ok(mut s) = IS_FILE.lock() {
-        s.insert(p.to_path_buf(), found);
-    }
-    found
+    memo(&IS_FILE, p, Path::is_file)
 }
 
 /// The file of module `segments` under `dir`, if there is one.

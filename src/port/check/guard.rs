@@ -97,16 +97,14 @@ impl<'a> Checker<'a> {
             if self.diags[i].fix.is_some()
                 && let Some(note) = self.cuda_only_guard(self.diags[i].range)
             {
-                self.diags[i].fix = None;
-                self.diags[i].note = Some(note);
+                self.diags[i].keep(note);
             }
         }
         for i in fallbacks..self.fallbacks.len() {
             if self.fallbacks[i].fix.is_some()
                 && let Some(note) = self.cuda_only_guard(self.fallbacks[i].range)
             {
-                self.fallbacks[i].fix = None;
-                self.fallbacks[i].note = Some(note);
+                self.fallbacks[i].keep(note);
             }
         }
     }
@@ -126,8 +124,7 @@ impl<'a> Checker<'a> {
                 note = Some(self.cuda_only_function().map(device_note));
             }
             if let Some(Some(n)) = &note {
-                self.diags[i].fix = None;
-                self.diags[i].note = Some(n.clone());
+                self.diags[i].keep(n.clone());
             }
         }
     }
@@ -248,12 +245,11 @@ impl<'a> Checker<'a> {
     pub(super) fn cuda_defs(&self) -> &HashMap<String, String> {
         self.cuda_defs.get_or_init(|| {
             let body = &self.parsed.module.body;
-            let mut defs = match &self.facts.path {
+            let imported = match &self.facts.path {
                 Some(path) => crate::port::neighbours::cuda_only_imports(path, body),
                 None => HashMap::new(),
             };
-            defs.extend(cuda_only_defs(body, self.sem, &defs));
-            defs
+            cuda_only_defs(body, self.sem, imported)
         })
     }
 
@@ -332,15 +328,16 @@ impl Scan<'_> {
     }
 }
 
-/// The module's CUDA-only functions: Triton kernels, and functions and methods (as
-/// `self.name`) that use one or other CUDA-only code (two levels deep).
+/// The module's CUDA-only functions: Triton kernels, names imported from CUDA-only modules of
+/// the project (`imported`), and functions and methods (as `self.name`) that use one or other
+/// CUDA-only code (two levels deep).
 fn cuda_only_defs(
     module: &[Stmt],
     sem: &Semantic,
-    imported: &HashMap<String, String>,
+    imported: HashMap<String, String>,
 ) -> HashMap<String, String> {
     let mut kernels = triton_kernels(module, sem);
-    kernels.extend(imported.iter().map(|(k, v)| (k.clone(), v.clone())));
+    kernels.extend(imported);
     let mut scan = Scan {
         sem,
         kernels,

@@ -66,10 +66,7 @@ pub(super) fn keep_library_settings(rules: &RuleSet, body: &[ast::Stmt], diags: 
         } else {
             continue;
         };
-        if let Some(f) = d.fix.as_mut() {
-            f.applicability = FixClass::Unsafe;
-        }
-        d.note = Some(note.to_string());
+        d.make_unsafe(note);
     }
 }
 

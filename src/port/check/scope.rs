@@ -26,8 +26,7 @@ impl<'a> Checker<'a> {
             }
             if self.rule(self.diags[i].rule).id.starts_with("CUD") {
                 if let Some(kw) = self.gpu_switch(self.diags[i].range) {
-                    self.diags[i].fix = None;
-                    self.diags[i].note = Some(format!(
+                    self.diags[i].keep(format!(
                         "not rewritten: the answer is passed as `{kw}=`, a library's own GPU \
                          switch (faiss, a CUDA-only backend), not this program's device choice; \
                          leave it, or pass False on a TPU"
@@ -35,12 +34,10 @@ impl<'a> Checker<'a> {
                     continue;
                 }
                 if self.cuda_raise(self.diags[i].range) {
-                    self.diags[i].fix = None;
-                    self.diags[i].note = Some(
+                    self.diags[i].keep(
                         "not rewritten: the test's failure says CUDA is required (it raises an \
                          error that names CUDA or a GPU): it guards code that needs CUDA; check \
-                         that code runs on a TPU before changing the test"
-                            .to_string(),
+                         that code runs on a TPU before changing the test",
                     );
                 }
                 continue;
@@ -71,8 +68,7 @@ impl<'a> Checker<'a> {
                     (None, None) => continue,
                 },
             };
-            self.diags[i].fix = None;
-            self.diags[i].note = Some(note);
+            self.diags[i].keep(note);
         }
     }
 
@@ -101,8 +97,7 @@ impl<'a> Checker<'a> {
         let fix_off = |d: &mut crate::port::diagnostic::Diagnostic| {
             let family = rules.rules[d.rule].family.as_str();
             if d.fix.is_some() && matches!(family, "DEV" | "CUD" | "DST") {
-                d.fix = None;
-                d.note = Some(note(d.range));
+                d.keep(note(d.range));
             }
         };
         self.diags[diags..].iter_mut().for_each(fix_off);
@@ -203,19 +198,14 @@ pub(super) fn keep_triton_module_devices(
     rules: &crate::port::rules::RuleSet,
     diags: &mut [crate::port::diagnostic::Diagnostic],
 ) {
-    use crate::port::rules::FixClass;
     for d in diags
         .iter_mut()
         .filter(|d| matches!(rules.rules[d.rule].family.as_str(), "DEV" | "STM"))
     {
-        if let Some(f) = d.fix.as_mut().filter(|f| f.applicability == FixClass::Safe) {
-            f.applicability = FixClass::Unsafe;
-            d.note = Some(
-                "unsafe: this module imports Triton at top level, so its devices most likely \
-                 feed Triton kernels (CUDA-only); check that this one is the program's"
-                    .to_string(),
-            );
-        }
+        d.make_unsafe(
+            "unsafe: this module imports Triton at top level, so its devices most likely feed \
+             Triton kernels (CUDA-only); check that this one is the program's",
+        );
     }
 }
 

@@ -390,16 +390,12 @@ fn demote(
     note: &str,
 ) -> bool {
     let mut changed = false;
+    let (unsafe_note, kept_note) = (format!("unsafe: {note}"), format!("not rewritten: {note}"));
     for d in diags.iter_mut().filter(|d| pick(d)) {
         if to_unsafe {
-            if let Some(f) = d.fix.as_mut().filter(|f| f.applicability == FixClass::Safe) {
-                f.applicability = FixClass::Unsafe;
-                d.note = Some(format!("unsafe: {note}"));
-                changed = true;
-            }
+            changed |= d.make_unsafe(&unsafe_note);
         } else {
-            d.fix = None;
-            d.note = Some(format!("not rewritten: {note}"));
+            d.keep(kept_note.clone());
             changed = true;
         }
     }
@@ -411,6 +407,13 @@ fn demote(
 pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut [Diagnostic]) {
     let family = |d: &Diagnostic| rules.rules[d.rule].family.as_str();
     let ported = |d: &Diagnostic| matches!(family(d), "CUD" | "DEV" | "DST");
+    // Where the CUD/DEV/DST findings are (blanked out when a test is searched for another
+    // backend); taking fixes off changes no range.
+    let findings: Vec<TextRange> = diags
+        .iter()
+        .filter(|d| ported(d))
+        .map(|d| d.range)
+        .collect();
     // A flag whose value still asks about CUDA is CUDA wherever it is read.
     let mut names = g.names.clone();
     for (flag, at) in &g.flag_uses {
@@ -425,9 +428,7 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
         .guards
         .iter()
         .filter(|guard| {
-            diags
-                .iter()
-                .any(|d| ported(d) && guard.test.contains_range(d.range))
+            findings.iter().any(|f| guard.test.contains_range(*f))
                 || names.iter().any(|n| guard.test.contains_range(*n))
         })
         .collect();
@@ -448,11 +449,6 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
     );
     // A chain with a TPU (or PyTorch/XLA) branch: its other branches are for other devices.
     for chain in &g.chains {
-        let findings: Vec<TextRange> = diags
-            .iter()
-            .filter(|d| ported(d))
-            .map(|d| d.range)
-            .collect();
         let tests: Vec<TextRange> = chain.iter().filter_map(|c| c.test).collect();
         let Some(tpu) = naming(&TPU_BRANCH, src, &tests, &findings) else {
             continue;
@@ -480,11 +476,6 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
             let in_test =
                 |d: &Diagnostic| d.fix.is_some() && ported(d) && guard.test.contains_range(d.range);
             // A CUDA availability check in a chain with another backend.
-            let findings: Vec<TextRange> = diags
-                .iter()
-                .filter(|d| ported(d))
-                .map(|d| d.range)
-                .collect();
             let other = other_backend(src, &guard.chain, &findings);
             let tpu_branch = naming(&TPU_BRANCH, src, &guard.chain, &findings);
             if let Some(other) = tpu_branch
