@@ -179,7 +179,7 @@ impl<'a> Checker<'a> {
             }
         }
         let ported = |d: &Diagnostic| {
-            d.fix.is_some() && matches!(self.rule(d.rule).family.as_str(), "CUD" | "DEV")
+            d.fix.is_some() && together::FAMILIES.contains(&self.rule(d.rule).family.as_str())
         };
         if self.diags.iter().any(ported) {
             let module = &self.parsed.module.body;

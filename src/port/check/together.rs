@@ -37,6 +37,10 @@ use super::cuda_only::CUDA_ONLY_ROOTS;
 use crate::port::diagnostic::Diagnostic;
 use crate::port::rules::{FixClass, RuleSet};
 
+/// The families whose fixes this pass may take off: CUD/DEV/DST findings in tests, DEV/STM
+/// findings in the branches they select. The walk runs the pass where one of them has a fix.
+pub(super) const FAMILIES: &[&str] = &["CUD", "DEV", "DST", "STM"];
+
 /// A test and the code it selects.
 struct Guard {
     test: TextRange,
@@ -573,5 +577,23 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
         if !changed {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::migrated as migrate;
+
+    /// A stream or event in a branch whose test still asks about CUDA stays, even where the
+    /// file has no other CUDA finding to rewrite.
+    #[test]
+    fn events_in_branches_of_cuda_tests_stay_cuda() {
+        let src = "import torch\n\n\ndef timer(provider):\n    if provider == \"CUDAExecutionProvider\":\n        return torch.cuda.Event(enable_timing=True)\n    return None\n";
+        assert_eq!(migrate(src, true), src);
+        let plain = src.replace(
+            "provider == \"CUDAExecutionProvider\"",
+            "provider is not None",
+        );
+        assert!(migrate(&plain, false).contains("torch.Event(device=\"tpu\""));
     }
 }
