@@ -41,6 +41,7 @@ pub struct FileFacts {
 }
 
 impl FileFacts {
+    /// What the file uses (the qualified names it reads); the other facts are left default.
     pub fn of(parsed: &Parsed, sem: &Semantic) -> FileFacts {
         struct Names<'s> {
             sem: &'s Semantic,
@@ -89,12 +90,10 @@ impl FileFacts {
         for s in &parsed.module.body {
             v.visit_stmt(s);
         }
+        // The other facts do not depend on the rules: `migrate_source_at` sets them for every file.
         FileFacts {
             uses: v.out,
-            framework_own: None,
-            program: parsed.module.body.iter().any(runs_as_program),
-            cuda_only: None,
-            path: None,
+            ..FileFacts::default()
         }
     }
 }
