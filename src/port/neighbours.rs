@@ -2,8 +2,11 @@
 //! project are CUDA-only. A module with an unconditional top-level `import triton` cannot even
 //! be imported without Triton, and what it exports are Triton kernels and their wrappers; a
 //! test that imports them (`from pkg.kernels.fp8 import hp_to_fp8_row_major`) runs CUDA code
-//! the call sites do not show. Modules are found on disk beside the file (relative imports, or
-//! absolute imports rooted in a directory above it); each file is read once per process.
+//! the call sites do not show. So does a module that imports such a module unconditionally
+//! (`linear.py` doing `from .kernels import fp8_gemm`, up to [`HOPS`] modules away from the
+//! Triton one): it cannot be imported without Triton either, and what it exports wraps Triton
+//! kernels. Modules are found on disk beside the file (relative imports, or absolute imports
+//! rooted in a directory above it); each file is read once per process.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -22,6 +25,13 @@ pub fn imports_triton_at_top(text: &str) -> bool {
     TRITON_AT_TOP.is_match(text)
 }
 
+/// A module-level `from X import ...` at column 0 (so not under `try`/`if`).
+static FROM_AT_TOP: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?m)^from (\.*)([\w.]*) import ").unwrap());
+
+/// How many modules may sit between a file and the module that imports Triton.
+pub const HOPS: usize = 2;
+
 /// A per-process memo of a yes/no question about a path.
 type Memo = LazyLock<Mutex<HashMap<PathBuf, bool>>>;
 
@@ -37,13 +47,62 @@ fn memo(table: &Memo, path: &Path, ask: impl FnOnce(&Path) -> bool) -> bool {
     found
 }
 
-/// Module file → CUDA-only, for the files already read.
+/// Module file → imports Triton at top level, for the files already read.
 static SEEN: Memo = LazyLock::new(Default::default);
 
-fn cuda_only_file(path: &Path) -> bool {
+fn triton_file(path: &Path) -> bool {
     memo(&SEEN, path, |p| {
         std::fs::read_to_string(p).is_ok_and(|t| TRITON_AT_TOP.is_match(&t))
     })
+}
+
+/// Module file → the module of its own project it imports at top level that imports Triton.
+static BOUND: LazyLock<Mutex<HashMap<PathBuf, Option<PathBuf>>>> = LazyLock::new(Default::default);
+
+/// The first project module that the module text `text` of the file `path` imports at top
+/// level and that imports Triton, within `hops` modules. Packages' `__init__.py` are not
+/// followed (they import everything; a Triton one would be reached through its module).
+pub fn triton_import_in(path: &Path, text: &str, hops: usize) -> Option<PathBuf> {
+    if hops == 0 {
+        return None;
+    }
+    for m in FROM_AT_TOP.captures_iter(text) {
+        let level = m[1].len();
+        let segments: Vec<&str> = m[2].split('.').filter(|s| !s.is_empty()).collect();
+        let Some(file) = resolve_module(path, level, &segments) else {
+            continue;
+        };
+        if file.file_name().is_some_and(|n| n == "__init__.py") || file == path {
+            continue;
+        }
+        if triton_file(&file) || triton_bound(&file, hops - 1) {
+            return Some(file);
+        }
+    }
+    None
+}
+
+/// Does the module at `path` import Triton, itself or through `hops` project modules?
+fn triton_bound(path: &Path, hops: usize) -> bool {
+    if hops == 0 {
+        return false;
+    }
+    if let Some(known) = BOUND.lock().ok().and_then(|b| b.get(path).cloned()) {
+        return known.is_some();
+    }
+    let found = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| triton_import_in(path, &t, hops));
+    if let Ok(mut b) = BOUND.lock() {
+        b.insert(path.to_path_buf(), found.clone());
+    }
+    found.is_some()
+}
+
+/// A module whose names are CUDA-only: it imports Triton at top level, or imports (at top
+/// level) a module of its project that does, within [`HOPS`].
+fn cuda_only_file(path: &Path) -> bool {
+    triton_file(path) || triton_bound(path, HOPS - 1)
 }
 
 /// Path → is a file, for the paths already asked about (many files import the same modules).
@@ -68,19 +127,62 @@ fn module_file(dir: &Path, segments: &[&str]) -> Option<PathBuf> {
 fn resolve(path: &Path, i: &StmtImportFrom) -> Option<PathBuf> {
     let module = i.module.as_ref().map(|m| m.as_str()).unwrap_or("");
     let segments: Vec<&str> = module.split('.').filter(|s| !s.is_empty()).collect();
+    resolve_module(path, i.level as usize, &segments)
+}
+
+/// The file of module `segments` (`level` leading dots) imported by the file at `path`, when
+/// it is in the same tree.
+fn resolve_module(path: &Path, level: usize, segments: &[&str]) -> Option<PathBuf> {
     let dir = path.parent()?;
-    if i.level > 0 {
+    if level > 0 {
         let mut d = dir;
-        for _ in 1..i.level {
+        for _ in 1..level {
             d = d.parent()?;
         }
-        return module_file(d, &segments);
+        return module_file(d, segments);
     }
     let root = *segments.first()?;
     // Only a package whose directory sits above the file (this project), within 12 levels.
     let mut ancestors = dir.ancestors().take(12);
     let base = ancestors.find(|a| is_file(&a.join(root).join("__init__.py")))?;
-    module_file(base, &segments)
+    module_file(base, segments)
+}
+
+/// (Module file, name) → whether the module assigns the name at top level from an expression
+/// that asks about CUDA, for the pairs already asked about.
+static FLAGS: LazyLock<Mutex<HashMap<(PathBuf, String), bool>>> = LazyLock::new(Default::default);
+
+/// Is `name`, imported by the file at `path` with `i`, a flag its own module computes from
+/// CUDA (`_SUPPORTS_FLEX_ATTENTION = torch.cuda.is_available() and ...`)? Read as text: the
+/// value runs from the assignment at column 0 to the next line that starts a statement.
+pub fn imported_cuda_flag(path: &Path, i: &StmtImportFrom, name: &str) -> bool {
+    let Some(file) = resolve(path, i) else {
+        return false;
+    };
+    let key = (file, name.to_string());
+    if let Some(known) = FLAGS.lock().ok().and_then(|f| f.get(&key).copied()) {
+        return known;
+    }
+    let found = std::fs::read_to_string(&key.0).is_ok_and(|text| {
+        let assign = Regex::new(&format!(r"(?m)^{}\s*(:[^=\n]*)?=[^=]", regex::escape(name)));
+        let Some(at) = assign.ok().and_then(|re| re.find(&text)) else {
+            return false;
+        };
+        let rest = &text[at.end()..];
+        let mut value = rest.lines().next().unwrap_or("").to_string();
+        for line in rest.lines().skip(1) {
+            if line.starts_with(|c: char| !c.is_whitespace() && !")]}".contains(c)) {
+                break;
+            }
+            value.push_str(line);
+        }
+        let value = value.to_ascii_lowercase();
+        value.contains("cuda") || value.contains("rocm")
+    });
+    if let Ok(mut f) = FLAGS.lock() {
+        f.insert(key, found);
+    }
+    found
 }
 
 #[derive(Default)]
@@ -117,7 +219,7 @@ pub fn cuda_only_imports(path: &Path, body: &[Stmt]) -> HashMap<String, String> 
         );
         for a in &i.names {
             let local = a.asname.as_ref().unwrap_or(&a.name).to_string();
-            let what = format!("`{local}`, from `{module}`, which imports Triton at top level");
+            let what = format!("`{local}`, from `{module}`, which imports Triton kernels");
             out.insert(local, what);
         }
     }
@@ -163,6 +265,50 @@ mod tests {
         // Without the Triton module beside it, the test is ported.
         let out = migrate_source_at(test, None, &rules, &index, Settings::default());
         assert!(out.output.is_some());
+
+        // Two modules away: `pkg/linear.py` imports the kernels, a helper imports `linear`.
+        std::fs::write(
+            pkg.join("linear.py"),
+            "import torch\nfrom pkg.kernels.fp8 import to_fp8\n\nclass Lin:\n    pass\n",
+        )
+        .unwrap();
+        std::fs::write(pkg.join("plain.py"), "import torch\n").unwrap();
+        let helper = "import torch\nfrom pkg.linear import Lin\n\n\ndef make(device=\"cuda\"):\n    return torch.zeros(1, device=device)\n";
+        let at = pkg.join("helpers.py");
+        let via = triton_import_in(&at, helper, HOPS).unwrap();
+        assert!(via.ends_with("linear.py"), "{via:?}");
+        let out = migrate_source_at(helper, Some(&at), &rules, &index, Settings::default());
+        assert!(out.output.is_none(), "{:?}", out.output);
+        let unsafe_note = out.diagnostics.iter().any(|d| {
+            d.fix.as_ref().is_some_and(|f| {
+                f.applicability == crate::port::rules::FixClass::Unsafe
+                    && d.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains("`linear` (which imports Triton)"))
+            })
+        });
+        assert!(unsafe_note, "{:?}", out.diagnostics);
+        let names = cuda_only_imports(&at, &crate::port::parse::parse(helper).module.body);
+        assert!(names.contains_key("Lin"));
+        // A module importing only portable project modules is ported.
+        let plain = helper.replace("pkg.linear import Lin", "pkg.plain import torch as t");
+        assert!(triton_import_in(&at, &plain, HOPS).is_none());
+        let out = migrate_source_at(&plain, Some(&at), &rules, &index, Settings::default());
+        assert!(out.output.is_some());
+
+        // A flag another module of the project computes from CUDA selects CUDA code here too.
+        std::fs::write(
+            pkg.join("guards.py"),
+            "import torch\n\nFLEX = (\n    torch.__version__ >= \"2.5\"\n    and torch.cuda.is_available()\n)\nNEW = torch.__version__ >= \"2.5\"\n",
+        )
+        .unwrap();
+        let user = "import torch\nfrom pkg.guards import FLEX\n\n\ndef mask(ids):\n    if FLEX:\n        return ids.to(\"cuda\")\n    return ids\n";
+        let at = pkg.join("attention.py");
+        let out = migrate_source_at(user, Some(&at), &rules, &index, Settings::default());
+        assert!(out.output.is_none(), "{:?}", out.output);
+        let new = user.replace("FLEX", "NEW");
+        let out = migrate_source_at(&new, Some(&at), &rules, &index, Settings::default());
+        assert!(out.output.is_some_and(|o| o.contains("ids.to(\"tpu\")")));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -59,6 +59,8 @@ pub(super) const CUDA_ONLY_ROOTS: &[&str] = &[
     "fbgemm_gpu",
     "lpmm",
     "flash_attn_interface",
+    // SageMaker's model and data parallel libraries (NVIDIA instances only).
+    "smdistributed",
     // NVIDIA's cuda-python (`import cuda.bindings.driver as cuda`).
     "cuda.bindings",
     "cuda.core",

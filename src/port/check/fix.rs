@@ -239,7 +239,17 @@ impl<'a> Checker<'a> {
         if note.only_in_loop && !leaves_pass && !in_loop(&self.stack[..pos]) {
             return Ok(fix);
         }
-        let stmt = self.stack[pos].range();
+        let mut stmt = self.stack[pos].range();
+        // The removal took the `if` around the statement (`if XLA_AVAILABLE: xm.mark_step()`):
+        // the note takes the `if`'s place.
+        if let Some(AnyNodeRef::StmtIf(i)) = pos.checked_sub(1).map(|p| self.stack[p])
+            && fix
+                .edits
+                .iter()
+                .any(|e| e.range.contains_range(i.range()) && e.content.is_empty())
+        {
+            stmt = i.range();
+        }
         let Some(indent) = edit::indent_of(self.src, stmt.start()) else {
             return Ok(fix);
         };

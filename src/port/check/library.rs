@@ -7,6 +7,10 @@
 //! - a backend name compared (`if backend == "nccl":`): library code computes the backend from a
 //!   device map that already yields "tpu_dist", and the comparison selects NCCL-only handling
 //!   (barrier `device_ids`, moving CPU tensors to CUDA), which would then apply to the TPU.
+//! - a CUDA availability check (`torch.cuda.is_available()`): `torch.accelerator.is_available()`
+//!   is also true on XPU and MPS machines, whose users would then take the CUDA path, and a
+//!   library's CUDA path often leans on the CUDA kernels of what it wraps (a quantizer's
+//!   kernels, slow-path warnings about them).
 //!
 //! In a program the same fixes stay safe: the program is what is being ported.
 
@@ -26,6 +30,11 @@ const COMPARE_NOTE: &str = "unsafe: a backend name compared in a library module 
     per-backend handling (NCCL's barrier `device_ids`, CPU tensors moved to CUDA); the library \
     may already pick \"tpu_dist\" for a TPU, and rewriting the comparison would apply NCCL's \
     handling to it and drop it on CUDA; check what the branch does";
+
+const CHECK_NOTE: &str = "unsafe: a CUDA check in a library module decides for every user \
+    of the library: torch.accelerator.is_available() is also true on XPU and MPS machines, \
+    whose users would take the CUDA path, and that path may rely on CUDA kernels of what the \
+    library wraps; check what the branch does on a TPU";
 
 #[derive(Default)]
 struct Compares(Vec<TextRange>);
@@ -51,7 +60,11 @@ pub(super) fn keep_library_settings(rules: &RuleSet, body: &[ast::Stmt], diags: 
         matches!(r.family.as_str(), "ENV" | "PRC") && matches!(r.action, Some(Action::Remove(_)))
     };
     let backend = |d: &Diagnostic| rules.rules[d.rule].family == "DST";
-    if !diags.iter().any(|d| safe(d) && (setting(d) || backend(d))) {
+    let check = |d: &Diagnostic| rules.rules[d.rule].name == "cuda-is-available";
+    if !diags
+        .iter()
+        .any(|d| safe(d) && (setting(d) || backend(d) || check(d)))
+    {
         return;
     }
     let mut compares = Compares::default();
@@ -61,6 +74,8 @@ pub(super) fn keep_library_settings(rules: &RuleSet, body: &[ast::Stmt], diags: 
     for d in diags.iter_mut().filter(|d| safe(d)) {
         let note = if setting(d) {
             SETTING_NOTE
+        } else if check(d) {
+            CHECK_NOTE
         } else if backend(d) && compares.0.iter().any(|c| c.contains_range(d.range)) {
             COMPARE_NOTE
         } else {
@@ -74,7 +89,7 @@ pub(super) fn keep_library_settings(rules: &RuleSet, body: &[ast::Stmt], diags: 
 mod tests {
     use super::super::migrated as migrate;
 
-    const LIBRARY: &str = "import os\nimport torch\nimport torch.distributed as dist\n\n\ndef enable_full_determinism():\n    os.environ[\"CUBLAS_WORKSPACE_CONFIG\"] = \":16:8\"\n    torch.use_deterministic_algorithms(True)\n\n\ndef barrier(backend):\n    if backend == \"nccl\":\n        dist.barrier(device_ids=[0])\n";
+    const LIBRARY: &str = "import os\nimport torch\nimport torch.distributed as dist\n\n\ndef enable_full_determinism():\n    os.environ[\"CUBLAS_WORKSPACE_CONFIG\"] = \":16:8\"\n    torch.use_deterministic_algorithms(True)\n\n\ndef barrier(backend):\n    if backend == \"nccl\":\n        dist.barrier(device_ids=[0])\n\n\ndef validate():\n    if not torch.cuda.is_available():\n        warn(\"slow without a GPU\")\n";
 
     #[test]
     fn library_modules_keep_cuda_settings_and_backend_comparisons_in_safe_mode() {
@@ -82,6 +97,10 @@ mod tests {
         let unsafe_ = migrate(LIBRARY, true);
         assert!(!unsafe_.contains("CUBLAS_WORKSPACE_CONFIG"), "{unsafe_}");
         assert!(unsafe_.contains("== \"tpu_dist\""), "{unsafe_}");
+        assert!(
+            unsafe_.contains("torch.accelerator.is_available()"),
+            "{unsafe_}"
+        );
     }
 
     #[test]
@@ -91,5 +110,6 @@ mod tests {
         let out = migrate(&program, false);
         assert!(!out.contains("CUBLAS_WORKSPACE_CONFIG"), "{out}");
         assert!(out.contains("== \"tpu_dist\""), "{out}");
+        assert!(out.contains("torch.accelerator.is_available()"), "{out}");
     }
 }

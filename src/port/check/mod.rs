@@ -18,13 +18,16 @@
 //! code keep their meaning; `cuda_only.rs` says what is CUDA-only), `foreign.rs` (device-like
 //! strings that are not this program's devices), `scope.rs` (device findings inside code named
 //! for CUDA), `named.rs` (CUD fixes in code about CUDA itself are unsafe), `together.rs` (a CUDA
-//! test and the code it selects are ported together or not at all) and `library.rs` (CUDA
-//! settings and backend comparisons in library modules).
+//! test and the code it selects are ported together or not at all), `library.rs` (CUDA
+//! settings, backend comparisons and CUDA checks in library modules), `runtimes.rs` (devices
+//! of modules that drive ONNX Runtime, ExecuTorch and the like) and `comments.rs` (code a
+//! comment ties to CUDA or NCCL).
 
 mod args;
 mod assign;
 mod bind;
 mod called;
+mod comments;
 mod cuda_only;
 mod fix;
 mod flow;
@@ -36,6 +39,7 @@ mod names;
 mod probe;
 mod remove;
 mod roles;
+mod runtimes;
 mod scope;
 mod strings;
 mod suppress;
@@ -184,19 +188,47 @@ impl<'a> Checker<'a> {
         if self.diags.iter().any(ported) {
             let module = &self.parsed.module.body;
             let defs = self.cuda_defs();
-            let guards = together::Guards::of(module, defs);
+            let path = self.facts.path.as_deref();
+            let imported_flag = |i: &ast::StmtImportFrom, name: &str| {
+                path.is_some_and(|p| crate::port::neighbours::imported_cuda_flag(p, i, name))
+            };
+            let guards = together::Guards::of(module, defs, &imported_flag);
             together::keep_together(self.src, self.rules, &guards, &mut self.diags);
         }
-        if crate::port::neighbours::imports_triton_at_top(self.src) {
-            scope::keep_triton_module_devices(self.rules, &mut self.diags);
+        if let Some(via) = self.triton_import() {
+            scope::keep_triton_module_devices(self.rules, &via, &mut self.diags);
         }
         if !self.facts.program {
             library::keep_library_settings(self.rules, &self.parsed.module.body, &mut self.diags);
         }
+        runtimes::keep_runtime_devices(self.src, self.rules, &mut self.diags);
+        comments::keep_commented(self.src, self.rules, &mut self.diags);
         self.diags.sort_by_key(|d| (d.range.start(), d.rule));
         let mut diags = std::mem::take(&mut self.diags);
         diags.retain(|d| !self.suppressed(d));
         diags
+    }
+
+    /// How this module imports Triton at top level (`"Triton"`, or the project module through
+    /// which it does), when it has device or stream fixes for that to matter.
+    fn triton_import(&self) -> Option<String> {
+        use crate::port::neighbours::{HOPS, imports_triton_at_top, triton_import_in};
+        let devices = |d: &Diagnostic| {
+            d.fix.is_some() && matches!(self.rule(d.rule).family.as_str(), "DEV" | "STM")
+        };
+        if !self.diags.iter().any(devices) {
+            return None;
+        }
+        if imports_triton_at_top(self.src) {
+            return Some("Triton".into());
+        }
+        let path = self.facts.path.as_deref()?;
+        let via = triton_import_in(path, self.src, HOPS)?;
+        let name = via.file_stem().map(|s| s.to_string_lossy().into_owned());
+        Some(format!(
+            "`{}` (which imports Triton)",
+            name.unwrap_or_default()
+        ))
     }
 
     fn rule(&self, i: usize) -> &'a Rule {

@@ -94,28 +94,76 @@ impl<'a> Checker<'a> {
         depth: usize,
         string_match: bool,
     ) -> Result<Fix, String> {
-        let (edit, block) = self.remove_statement(target, depth, string_match)?;
+        let (edit, block, removed) = self.remove_statement(target, depth, string_match)?;
         let mut fix = self.make_fix(rule, vec![edit], vec![], false);
         // The comment that described the statement alone goes with it (not a lost comment:
         // it would no longer be true).
-        let stmt = self.stack[..self.stack.len().saturating_sub(depth)]
-            .iter()
-            .rev()
-            .find(|n| n.as_stmt_ref().is_some());
-        if let Some(c) = stmt.and_then(|s| edit::leading_comments(self.src, s.range())) {
+        if let Some(c) = edit::leading_comments(self.src, removed) {
             fix.edits.push(Edit::delete(c));
         }
         fix.exclusive = Some(block);
         Ok(fix)
     }
 
-    /// The edit that deletes the statement holding `target`, and the range of its block.
+    /// `if is_torch_xla_available(): xm.mark_step()`, the `if` alone in no chain: with the
+    /// statement gone it would hold only `pass`, so the whole `if` goes (with the comment above
+    /// it), when its test only asks something (a name, an attribute, a call of an `is_*` or
+    /// `*_available` function without arguments) and its own block keeps other statements.
+    /// Returns the `if` and the block that holds it.
+    fn pure_if_around(
+        &self,
+        parent: Option<AnyNodeRef<'_>>,
+        at: usize,
+    ) -> Option<(TextRange, TextRange)> {
+        let Some(AnyNodeRef::StmtIf(i)) = parent else {
+            return None;
+        };
+        if !i.elif_else_clauses.is_empty() || i.body.len() != 1 {
+            return None;
+        }
+        let asks = |e: &Expr| match e {
+            Expr::Name(_) | Expr::Attribute(_) => true,
+            Expr::Call(c) if c.arguments.is_empty() => {
+                let name = match c.func.as_ref() {
+                    Expr::Name(n) => n.id.as_str(),
+                    Expr::Attribute(a) => a.attr.as_str(),
+                    _ => "",
+                };
+                name.starts_with("is_") || name.ends_with("_available")
+            }
+            _ => false,
+        };
+        let test = match i.test.as_ref() {
+            Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => u.operand.as_ref(),
+            t => t,
+        };
+        // A test that is PyTorch's or PyTorch/XLA's (`xm.is_master_ordinal()`) has findings
+        // of its own; only the project's own predicates go with the statement.
+        let func = match test {
+            Expr::Call(c) => c.func.as_ref(),
+            t => t,
+        };
+        let torch = self.qualified(func).is_some_and(|q| q.starts_with("torch"));
+        if !asks(test) || torch {
+            return None;
+        }
+        let outer = at.checked_sub(1).map(|p| self.stack[p])?;
+        let is_module = matches!(outer, AnyNodeRef::ModModule(_));
+        let siblings = child_bodies(outer)
+            .into_iter()
+            .find(|b| b.iter().any(|s| s.range() == i.range()))?;
+        let block = TextRange::new(siblings.first()?.start(), siblings.last()?.end());
+        (is_module || siblings.len() > 1).then_some((i.range(), block))
+    }
+
+    /// The edit that deletes the statement holding `target`, the range of its block, and the
+    /// statement removed (the `if` around it where [`Self::pure_if_around`] says so).
     pub(super) fn remove_statement(
         &self,
         target: TextRange,
         depth: usize,
         string_match: bool,
-    ) -> Result<(Edit, TextRange), String> {
+    ) -> Result<(Edit, TextRange, TextRange), String> {
         let ancestors = &self.stack[..self.stack.len().saturating_sub(depth)];
         let stmt_pos = ancestors
             .iter()
@@ -180,7 +228,18 @@ impl<'a> Checker<'a> {
         let key = block
             .and_then(|b| Some(TextRange::new(b.first()?.start(), b.last()?.end())))
             .unwrap_or(stmt.range());
-        Ok((delete_statement(self.src, stmt.range(), only), key))
+        if only
+            && let Some((whole, outer)) = stmt_pos
+                .checked_sub(1)
+                .and_then(|p| self.pure_if_around(parent, p))
+        {
+            return Ok((delete_statement(self.src, whole, false), outer, whole));
+        }
+        Ok((
+            delete_statement(self.src, stmt.range(), only),
+            key,
+            stmt.range(),
+        ))
     }
 }
 

@@ -192,20 +192,22 @@ impl<'a> Checker<'a> {
 }
 
 /// In a module that imports Triton unconditionally at top level (an autotuner, a kernel
-/// library), a device (or a stream or event) is most likely a Triton kernel's: its DEV and STM
-/// fixes become unsafe, with a note.
+/// library), itself or through a module of its project (`via`), a device (or a stream or
+/// event) is most likely a Triton kernel's: its DEV and STM fixes become unsafe, with a note.
 pub(super) fn keep_triton_module_devices(
     rules: &crate::port::rules::RuleSet,
+    via: &str,
     diags: &mut [crate::port::diagnostic::Diagnostic],
 ) {
+    let note = format!(
+        "unsafe: this module imports {via} at top level, so its devices most likely feed \
+         Triton kernels (CUDA-only); check that this one is the program's"
+    );
     for d in diags
         .iter_mut()
         .filter(|d| matches!(rules.rules[d.rule].family.as_str(), "DEV" | "STM"))
     {
-        d.make_unsafe(
-            "unsafe: this module imports Triton at top level, so its devices most likely feed \
-             Triton kernels (CUDA-only); check that this one is the program's",
-        );
+        d.make_unsafe(&note);
     }
 }
 

@@ -25,318 +25,19 @@
 //! Repeated until nothing changes, since a test that loses its fix leaves CUDA behind for an
 //! enclosing one.
 
-use std::collections::HashMap;
-use std::sync::LazyLock;
+mod collect;
 
-use regex::Regex;
-use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor, TraversalSignal};
-use ruff_python_ast::{self as ast, AnyNodeRef, Expr};
-use ruff_text_size::{Ranged, TextRange, TextSize};
+pub(super) use collect::Guards;
+use collect::{Guard, TPU_BRANCH, naming, other_backend, says_cuda};
 
-use super::cuda_only::CUDA_ONLY_ROOTS;
+use ruff_text_size::{TextRange, TextSize};
+
 use crate::port::diagnostic::Diagnostic;
 use crate::port::rules::{FixClass, RuleSet};
 
 /// The families whose fixes this pass may take off: CUD/DEV/DST findings in tests, DEV/STM
 /// findings in the branches they select. The walk runs the pass where one of them has a fix.
 pub(super) const FAMILIES: &[&str] = &["CUD", "DEV", "DST", "STM"];
-
-/// A test and the code it selects.
-struct Guard {
-    test: TextRange,
-    arms: Vec<TextRange>,
-    /// The tests of its chain (its own among them), where another backend may be tested.
-    chain: Vec<TextRange>,
-}
-
-fn says_cuda(s: &str) -> bool {
-    CUDA_WORD.is_match(s)
-}
-
-static CUDA_WORD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)cuda|rocm").unwrap());
-
-/// Prose that names CUDA-only machinery (`"not supported for AWQ CUDA/XPU kernels"`).
-static CUDA_MACHINERY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)\bcuda\b[^.]{0,12}\bkernels?\b|cuda[- _]?only|cuda ?graph|cpp_extension|\btriton\b",
-    )
-    .unwrap()
-});
-
-/// Identifiers about NVIDIA/AMD hardware: capability checks and CUDA-only libraries (one
-/// case-insensitive pattern, so no lower-cased copy per identifier).
-static CUDA_IDENT: LazyLock<Regex> = LazyLock::new(|| {
-    let libraries: Vec<String> = CUDA_ONLY_ROOTS
-        .iter()
-        .filter(|r| !r.contains('.'))
-        .map(|r| regex::escape(r))
-        .collect();
-    Regex::new(&format!(
-        r"(?i)rocm|(^|_)(sm\d+|sm_at_least|sm_version|mi\d{{3}}|hopper|blackwell|ampere|fa3|cublas|cudnn|nvml|nccl)(_|$|\d)|{}",
-        libraries.join("|")
-    ))
-    .unwrap()
-});
-
-/// Another backend's name inside an identifier or string (`torch.xpu`, `is_torch_npu_available`,
-/// `"mps"`), lower-cased.
-static OTHER_BACKEND: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(^|[^a-z])(xpu|mps|npu|mlu|musa|hpu|neuron|neuroncore|mtia|tpu|xla|habana|gaudi|ascend|ipex)([^a-z]|$)").unwrap()
-});
-
-/// A branch for the TPU: TorchTPU's or PyTorch/XLA's (which a port makes TorchTPU's).
-static TPU_BRANCH: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(^|[^a-z])(tpu|xla)([^a-z]|$)").unwrap());
-
-/// A string that names CUDA: a name (`"cuda"`, `"CUDAExecutionProvider"`), or prose that names
-/// CUDA-only machinery. Other prose about CUDA (a log line, a skip reason) is a message, not
-/// CUDA code.
-fn string_says_cuda(s: &str) -> bool {
-    says_cuda(s) && (!s.contains(char::is_whitespace) || CUDA_MACHINERY.is_match(s))
-}
-
-/// An identifier that names CUDA-only code: `forward_cuda`, `is_sm_at_least_90`, `has_gemlite`.
-fn ident_says_cuda(id: &str) -> bool {
-    CUDA_IDENT.is_match(id)
-}
-
-fn block(stmts: &[ast::Stmt]) -> Option<TextRange> {
-    let first = stmts.first()?;
-    let last = stmts.last()?;
-    Some(TextRange::new(first.start(), last.end()))
-}
-
-/// Collects the guards and the CUDA names of a module.
-struct Collect<'d> {
-    /// The module's CUDA-only functions (`guard.rs`): calling one is CUDA code.
-    cuda_defs: &'d HashMap<String, String>,
-    g: Guards,
-}
-
-/// One clause of an `if`/`elif`/`else` chain: its test (none for `else`) and its body.
-struct Clause {
-    test: Option<TextRange>,
-    body: TextRange,
-}
-
-/// The first of `tests` that names another backend once the findings in it are blanked out
-/// (a CUD finding on `torch.tpu.is_available()` names no other backend).
-fn other_backend(src: &str, tests: &[TextRange], findings: &[TextRange]) -> Option<TextRange> {
-    naming(&OTHER_BACKEND, src, tests, findings)
-}
-
-/// The first of `tests` whose text, with the findings in it blanked out, matches `re`.
-fn naming(re: &Regex, src: &str, tests: &[TextRange], findings: &[TextRange]) -> Option<TextRange> {
-    tests.iter().copied().find(|t| {
-        let mut text = src[*t].to_ascii_lowercase().into_bytes();
-        for f in findings.iter().filter(|f| t.contains_range(**f)) {
-            let (a, b) = (
-                (f.start() - t.start()).to_usize(),
-                (f.end() - t.start()).to_usize(),
-            );
-            text[a..b].fill(b' ');
-        }
-        re.is_match(&String::from_utf8_lossy(&text))
-    })
-}
-
-impl Collect<'_> {
-    fn stmt_if(&mut self, s: &ast::StmtIf) {
-        let mut tests = vec![s.test.range()];
-        tests.extend(
-            s.elif_else_clauses
-                .iter()
-                .filter_map(|c| c.test.as_ref())
-                .map(|t| t.range()),
-        );
-        let clauses = std::iter::once((Some(s.test.range()), block(&s.body)))
-            .chain(
-                s.elif_else_clauses
-                    .iter()
-                    .map(|c| (c.test.as_ref().map(|t| t.range()), block(&c.body))),
-            )
-            .filter_map(|(test, body)| Some(Clause { test, body: body? }))
-            .collect();
-        self.g.chains.push(clauses);
-        let mut arms: Vec<TextRange> = block(&s.body).into_iter().collect();
-        for (i, c) in s.elif_else_clauses.iter().enumerate() {
-            arms.push(c.range());
-            if let Some(test) = &c.test {
-                // An `elif` selects its own body and the clauses after it.
-                let mut own: Vec<TextRange> = block(&c.body).into_iter().collect();
-                own.extend(s.elif_else_clauses[i + 1..].iter().map(|c| c.range()));
-                self.g.guards.push(Guard {
-                    test: test.range(),
-                    arms: own,
-                    chain: tests.clone(),
-                });
-            }
-        }
-        self.g.guards.push(Guard {
-            test: s.test.range(),
-            arms,
-            chain: tests,
-        });
-    }
-
-    /// `@skipIf(test, ...)`, `@pytest.mark.skipif(test, ...)`: the test selects the body.
-    fn skip_decorators(&mut self, decorators: &[ast::Decorator], body: &[ast::Stmt]) {
-        for d in decorators {
-            let Expr::Call(c) = &d.expression else {
-                continue;
-            };
-            let name = match c.func.as_ref() {
-                Expr::Attribute(a) => a.attr.as_str(),
-                Expr::Name(n) => n.id.as_str(),
-                _ => continue,
-            };
-            if let (true, Some(test)) = (
-                matches!(name, "skipIf" | "skipUnless" | "skipif"),
-                c.arguments.args.first(),
-            ) {
-                self.g.guards.push(Guard {
-                    test: test.range(),
-                    arms: block(body).into_iter().collect(),
-                    chain: vec![test.range()],
-                });
-            }
-        }
-    }
-}
-
-impl<'a> SourceOrderVisitor<'a> for Collect<'_> {
-    fn enter_node(&mut self, node: AnyNodeRef<'a>) -> TraversalSignal {
-        match node {
-            AnyNodeRef::StmtIf(s) => self.stmt_if(s),
-            AnyNodeRef::StmtFunctionDef(f) => self.skip_decorators(&f.decorator_list, &f.body),
-            AnyNodeRef::StmtClassDef(c) => self.skip_decorators(&c.decorator_list, &c.body),
-            // `mps.is_available() and not torch.cuda.is_available()` outside an `if`.
-            AnyNodeRef::ExprBoolOp(b) if b.op == ast::BoolOp::And => self.g.guards.push(Guard {
-                test: b.range,
-                arms: vec![],
-                chain: vec![b.range],
-            }),
-            AnyNodeRef::ExprIf(e) => {
-                self.g.guards.push(Guard {
-                    test: e.test.range(),
-                    arms: vec![e.body.range(), e.orelse.range()],
-                    chain: vec![e.test.range(), e.orelse.range()],
-                });
-            }
-            AnyNodeRef::ExprStringLiteral(s) if string_says_cuda(s.value.to_str()) => {
-                self.g.names.push(s.range);
-            }
-            AnyNodeRef::ExprFString(f) => {
-                let literal = f.value.elements().any(|e| match e {
-                    ast::InterpolatedStringElement::Literal(l) => string_says_cuda(&l.value),
-                    _ => false,
-                });
-                if literal {
-                    self.g.names.push(f.range);
-                }
-            }
-            // What a script prints about CUDA is not CUDA code ("Using CUDA").
-            AnyNodeRef::ExprCall(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "print") =>
-            {
-                return TraversalSignal::Skip;
-            }
-            AnyNodeRef::ExprCall(c) => {
-                let callee = match c.func.as_ref() {
-                    Expr::Attribute(a) => a.attr.as_str(),
-                    Expr::Name(n) => n.id.as_str(),
-                    _ => "",
-                };
-                let key = match c.func.as_ref() {
-                    Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") =>
-                    {
-                        format!("self.{}", a.attr)
-                    }
-                    _ => callee.to_string(),
-                };
-                if says_cuda(callee) || ident_says_cuda(callee) || self.cuda_defs.contains_key(&key)
-                {
-                    self.g.names.push(c.range());
-                }
-            }
-            AnyNodeRef::ExprAttribute(a) => {
-                let attr = a.attr.as_str();
-                // `torch.cuda`, `torch.backends.cuda`, `self.torch.cuda` (the module, whatever
-                // is read from it).
-                let module = attr == "cuda"
-                    && match a.value.as_ref() {
-                        Expr::Name(n) => n.id.as_str() == "torch",
-                        Expr::Attribute(b) => matches!(b.attr.as_str(), "backends" | "torch"),
-                        _ => false,
-                    };
-                if module || attr == "is_cuda" || attr == "hip" || ident_says_cuda(attr) {
-                    self.g.names.push(a.range);
-                }
-            }
-            AnyNodeRef::ExprCompare(c)
-                if c.ops.iter().any(|o| {
-                    matches!(o, ast::CmpOp::NotEq | ast::CmpOp::NotIn | ast::CmpOp::IsNot)
-                }) =>
-            {
-                self.g.negated.push(c.range);
-            }
-            AnyNodeRef::ExprName(n) => {
-                if ident_says_cuda(n.id.as_str()) {
-                    self.g.names.push(n.range);
-                } else if n.ctx == ast::ExprContext::Load
-                    && self.g.flags.contains_key(n.id.as_str())
-                {
-                    self.g.flag_uses.push((n.id.to_string(), n.range));
-                }
-            }
-            _ => {}
-        }
-        TraversalSignal::Traverse
-    }
-}
-
-/// The guards and CUDA names of a module, for [`keep_together`].
-pub(super) struct Guards {
-    guards: Vec<Guard>,
-    names: Vec<TextRange>,
-    /// Comparisons by `!=`, `not in`, `is not`.
-    negated: Vec<TextRange>,
-    /// `if`/`elif`/`else` chains.
-    chains: Vec<Vec<Clause>>,
-    /// Module-level flags (`_SUPPORTS_FLEX = torch.cuda.is_available() and ...`): name → value.
-    flags: HashMap<String, TextRange>,
-    /// Where the flags are read.
-    flag_uses: Vec<(String, TextRange)>,
-}
-
-impl Guards {
-    pub(super) fn of(body: &[ast::Stmt], cuda_defs: &HashMap<String, String>) -> Guards {
-        let flags = body
-            .iter()
-            .filter_map(|s| match s {
-                ast::Stmt::Assign(a) => match a.targets.as_slice() {
-                    [Expr::Name(n)] => Some((n.id.to_string(), a.value.range())),
-                    _ => None,
-                },
-                _ => None,
-            })
-            .collect();
-        let mut c = Collect {
-            cuda_defs,
-            g: Guards {
-                guards: vec![],
-                names: vec![],
-                negated: vec![],
-                chains: vec![],
-                flags,
-                flag_uses: vec![],
-            },
-        };
-        for stmt in body {
-            source_order::walk_stmt(&mut c, stmt);
-        }
-        c.g
-    }
-}
 
 /// Does this finding's fix go through in the mode asked about (any fix, or safe ones only)?
 fn fixed(d: &Diagnostic, safe_only: bool) -> bool {
@@ -474,6 +175,12 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
     }
     let left =
         |diags: &[Diagnostic], r: TextRange, safe_only| left_cuda(src, diags, &names, r, safe_only);
+    let mut arm_names = names.clone();
+    arm_names.extend(&g.arm_names);
+    let left_in_arm = |diags: &[Diagnostic], r: TextRange, safe_only| {
+        left_cuda(src, diags, &arm_names, r, safe_only)
+    };
+    fp16_for_cuda(src, rules, g, &relevant, diags);
     for _ in 0..8 {
         let mut changed = false;
         for guard in &relevant {
@@ -520,7 +227,7 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
                             guard
                                 .arms
                                 .iter()
-                                .find_map(|a| left(diags, *a, safe_only))
+                                .find_map(|a| left_in_arm(diags, *a, safe_only))
                                 .map(|l| (l, false))
                         });
                     let Some((l, in_own_test)) = found else {
@@ -580,6 +287,38 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
     }
 }
 
+/// `torch.float16 if device.type == "cuda" else torch.float32`: half precision chosen for CUDA.
+/// A TPU computes in bfloat16 (float16 is emulated, with float16's narrow range), so asking
+/// about the TPU there would pick the wrong dtype: the test's fixes become unsafe.
+fn fp16_for_cuda(
+    src: &str,
+    rules: &RuleSet,
+    g: &Guards,
+    relevant: &[&Guard],
+    diags: &mut [Diagnostic],
+) {
+    for guard in relevant {
+        let Some(selected) = guard.arms.first() else {
+            continue;
+        };
+        let Some(half) = g.fp16.iter().find(|h| selected.contains_range(**h)) else {
+            continue;
+        };
+        let in_test = |d: &Diagnostic| {
+            matches!(rules.rules[d.rule].family.as_str(), "CUD" | "DEV")
+                && guard.test.contains_range(d.range)
+        };
+        let note = format!(
+            "what this test selects for CUDA uses `{}` (line {}); on a TPU the matching dtype is \
+             torch.bfloat16 (float16 is not native there and overflows where bfloat16 does \
+             not): port the dtype choice by hand",
+            snippet(src, *half),
+            line_of(src, half.start())
+        );
+        demote(diags, &in_test, true, &note);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::migrated as migrate;
@@ -595,5 +334,27 @@ mod tests {
             "provider is not None",
         );
         assert!(migrate(&plain, false).contains("torch.Event(device=\"tpu\""));
+    }
+
+    /// Half precision chosen for CUDA is not the TPU's dtype: the test's fix is only unsafe.
+    #[test]
+    fn fp16_chosen_for_cuda_is_unsafe() {
+        let src = "import torch\n\n\ndef pick(device):\n    return torch.float16 if device.type == \"cuda\" else torch.float32\n";
+        assert_eq!(migrate(src, false), src);
+        assert!(migrate(src, true).contains("device.type == \"tpu\""));
+        let bf16 = src.replace("float16", "bfloat16");
+        assert!(migrate(&bf16, false).contains("device.type == \"tpu\""));
+    }
+
+    /// Code selected for CUDA that counts CUDA devices or asks a GPU-named helper stays CUDA's;
+    /// a test reading a user's `use_cuda` flag is still the program's device choice.
+    #[test]
+    fn cuda_variables_and_gpu_helpers_in_branches_keep_the_test() {
+        let probe = "import torch\n\n\ndef bf16_ok(device):\n    if device == \"cuda\":\n        return is_torch_bf16_gpu_available()\n    return True\n";
+        assert_eq!(migrate(probe, true), probe);
+        let count = "def devices(params):\n    cuda_devices = set()\n    for p in params:\n        if p.device.type == \"cuda\":\n            cuda_devices.add(p.device.index)\n    return cuda_devices\n";
+        assert_eq!(migrate(count, true), count);
+        let flag = "import torch\n\nuse_cuda = True\nif use_cuda and torch.cuda.is_available():\n    device = \"cuda\"\n";
+        assert!(migrate(flag, false).contains("device = \"tpu\""));
     }
 }
