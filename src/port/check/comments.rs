@@ -48,10 +48,9 @@ fn comments_near(src: &str, at: usize) -> Vec<(usize, &str)> {
 /// Make unsafe the safe fixes that a nearby comment ties to CUDA or NCCL.
 pub(super) fn keep_commented(src: &str, rules: &RuleSet, diags: &mut [Diagnostic]) {
     for d in diags.iter_mut() {
-        if !d
-            .fix
+        if d.fix
             .as_ref()
-            .is_some_and(|f| f.applicability == FixClass::Safe)
+            .is_none_or(|f| f.applicability != FixClass::Safe)
         {
             continue;
         }
