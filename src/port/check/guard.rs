@@ -140,6 +140,23 @@ impl<'a> Checker<'a> {
         };
         let mut scan = self.scanner(&self.stack[..=pos]);
         scan.scan_stmts(&f.body);
+        if scan.found.is_some() {
+            return scan.found;
+        }
+        // A parameter default of a method (`def __init__(self, device=torch.device("cuda"))`)
+        // is the instance's device, which every method of the class uses.
+        let in_parameters = self.stack[pos + 1..]
+            .iter()
+            .any(|n| matches!(n, AnyNodeRef::Parameters(_)));
+        if let (true, Some(AnyNodeRef::StmtClassDef(c))) =
+            (in_parameters, pos.checked_sub(1).map(|p| self.stack[p]))
+        {
+            for m in &c.body {
+                if let ast::Stmt::FunctionDef(m) = m {
+                    scan.scan_stmts(&m.body);
+                }
+            }
+        }
         scan.found
     }
 
@@ -448,4 +465,18 @@ fn skip_note(why: &str) -> String {
         "not rewritten: this skip condition keeps a CUDA-only test off other devices ({why}); \
          leave it as it is, or port the test by hand"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::migrated as migrate;
+
+    /// A device default of a class whose methods run CUDA-only code is that code's device.
+    #[test]
+    fn device_defaults_of_classes_with_cuda_only_methods_stay() {
+        let src = "import torch\n\n\nclass Q:\n    def __init__(self, device=torch.device(\"cuda\")):\n        self.device = device\n\n    def pack(self, w):\n        return torch.ops.aten._convert_weight_to_int4pack(w, 8)\n";
+        assert_eq!(migrate(src, true), src);
+        let portable = src.replace("torch.ops.aten._convert_weight_to_int4pack(w, 8)", "w.t()");
+        assert!(migrate(&portable, false).contains("torch.device(\"tpu\")"));
+    }
 }

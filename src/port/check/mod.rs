@@ -20,7 +20,8 @@
 //! for CUDA), `named.rs` (CUD fixes in code about CUDA itself are unsafe), `together.rs` (a CUDA
 //! test and the code it selects are ported together or not at all), `library.rs` (CUDA
 //! settings, backend comparisons and CUDA checks in library modules), `runtimes.rs` (devices
-//! of modules that drive ONNX Runtime, ExecuTorch and the like) and `comments.rs` (code a
+//! of modules that drive ONNX Runtime, ExecuTorch and the like), `params.rs` (test parameters
+//! fed by values computed elsewhere) and `comments.rs` (code a
 //! comment ties to CUDA or NCCL).
 
 mod args;
@@ -36,6 +37,7 @@ mod guard;
 mod library;
 mod named;
 mod names;
+mod params;
 mod probe;
 mod remove;
 mod roles;
@@ -182,6 +184,22 @@ impl<'a> Checker<'a> {
                 self.diags.push(f);
             }
         }
+        // What makes single fixes unsafe runs first, so that `together` carries it to the test
+        // or the code that goes with them.
+        if let Some(via) = self.triton_import() {
+            scope::keep_triton_module_devices(self.rules, &via, &mut self.diags);
+        }
+        if !self.facts.program {
+            library::keep_library_settings(self.rules, &self.parsed.module.body, &mut self.diags);
+        }
+        runtimes::keep_runtime_devices(self.src, self.rules, &mut self.diags);
+        params::keep_fed_comparisons(
+            self.src,
+            self.rules,
+            &self.parsed.module.body,
+            &mut self.diags,
+        );
+        comments::keep_commented(self.src, self.rules, &mut self.diags);
         let ported = |d: &Diagnostic| {
             d.fix.is_some() && together::FAMILIES.contains(&self.rule(d.rule).family.as_str())
         };
@@ -195,14 +213,6 @@ impl<'a> Checker<'a> {
             let guards = together::Guards::of(module, defs, &imported_flag);
             together::keep_together(self.src, self.rules, &guards, &mut self.diags);
         }
-        if let Some(via) = self.triton_import() {
-            scope::keep_triton_module_devices(self.rules, &via, &mut self.diags);
-        }
-        if !self.facts.program {
-            library::keep_library_settings(self.rules, &self.parsed.module.body, &mut self.diags);
-        }
-        runtimes::keep_runtime_devices(self.src, self.rules, &mut self.diags);
-        comments::keep_commented(self.src, self.rules, &mut self.diags);
         self.diags.sort_by_key(|d| (d.range.start(), d.rule));
         let mut diags = std::mem::take(&mut self.diags);
         diags.retain(|d| !self.suppressed(d));
@@ -221,6 +231,27 @@ impl<'a> Checker<'a> {
         }
         if imports_triton_at_top(self.src) {
             return Some("Triton".into());
+        }
+        // Another CUDA-only library (`import flash_attn`), or a CUDA-only PyTorch name (`from
+        // torch.nn.attention import activate_flash_attention_impl`), imported unconditionally.
+        for stmt in &self.parsed.module.body {
+            let names: Vec<String> = match stmt {
+                ast::Stmt::Import(i) => i.names.iter().map(|a| a.name.to_string()).collect(),
+                // The module itself, or a PyTorch name: a project's `skip_if_no_cuda` is not
+                // a compiled extension.
+                ast::Stmt::ImportFrom(i) if i.level == 0 => {
+                    let module = i.module.as_ref().map(|m| m.as_str()).unwrap_or("");
+                    let torch = module == "torch" || module.starts_with("torch.");
+                    let names = i.names.iter().filter(|_| torch);
+                    std::iter::once(module.to_string())
+                        .chain(names.map(|a| format!("{module}.{}", a.name)))
+                        .collect()
+                }
+                _ => continue,
+            };
+            if let Some(what) = names.iter().find_map(|n| cuda_only::cuda_only_name(n)) {
+                return Some(format!("{what}, which is CUDA-only,"));
+            }
         }
         let path = self.facts.path.as_deref()?;
         let via = triton_import_in(path, self.src, HOPS)?;

@@ -109,6 +109,18 @@ impl<'a> Checker<'a> {
                             });
                         }
                         None => {
+                            // `assertEqual(x.device.type, "cuda")`: an equality check
+                            // compares like `==` does.
+                            let equality = matches!(
+                                callee.rsplit('.').next(),
+                                Some("assertEqual" | "assertNotEqual" | "assert_equal")
+                            );
+                            if equality && c.arguments.args.len() >= 2 {
+                                for a in c.arguments.args[..2].iter().filter(|a| a.range() != child)
+                                {
+                                    roles.extend(ident_of(a).map(Role::Ident));
+                                }
+                            }
                             if let Some(idx) =
                                 c.arguments.args.iter().position(|a| a.range() == child)
                             {

@@ -191,9 +191,10 @@ impl<'a> Checker<'a> {
     }
 }
 
-/// In a module that imports Triton unconditionally at top level (an autotuner, a kernel
-/// library), itself or through a module of its project (`via`), a device (or a stream or
-/// event) is most likely a Triton kernel's: its DEV and STM fixes become unsafe, with a note.
+/// In a module that imports Triton (or another CUDA-only library or PyTorch name)
+/// unconditionally at top level (an autotuner, a kernel library, an FA3 test), itself or
+/// through a module of its project (`via`), a device (or a stream or event) is most likely
+/// CUDA-only code's: its DEV and STM fixes become unsafe, with a note.
 pub(super) fn keep_triton_module_devices(
     rules: &crate::port::rules::RuleSet,
     via: &str,
@@ -201,7 +202,7 @@ pub(super) fn keep_triton_module_devices(
 ) {
     let note = format!(
         "unsafe: this module imports {via} at top level, so its devices most likely feed \
-         Triton kernels (CUDA-only); check that this one is the program's"
+         CUDA-only code (kernels, libraries); check that this one is the program's"
     );
     for d in diags
         .iter_mut()
@@ -272,7 +273,7 @@ mod tests {
     fn cuda_checks_that_raise_a_cuda_requirement_are_kept() {
         let src = "import torch\n\n\ndef validate():\n    if not torch.cuda.is_available():\n        raise RuntimeError(\"Quantization requires a GPU\")\n";
         assert_eq!(migrate(src, true), src);
-        let user = "import torch\n\n\ndef main(args):\n    if args.device == \"cuda\" and not torch.cuda.is_available():\n        raise RuntimeError(\"CUDA not available\")\n";
+        let user = "import torch\n\n\ndef main(args):\n    if args.device == \"cuda\" and not torch.cuda.is_available():\n        raise RuntimeError(\"CUDA not available\")\n\n\nif __name__ == \"__main__\":\n    main(None)\n";
         assert_ne!(migrate(user, false), user);
     }
 
@@ -286,5 +287,19 @@ mod tests {
             "try:\n    import triton\nexcept ImportError:\n    triton = None\n",
         );
         assert!(migrate(&optional, false).contains("device=\"tpu\""));
+        // Other CUDA-only libraries and PyTorch names imported at top level count too; a
+        // project's helper named for CUDA does not.
+        for import in [
+            "import flash_attn\n",
+            "from torch.nn.attention import activate_flash_attention_impl\n",
+        ] {
+            let other = src.replace("import triton\n", import);
+            assert_eq!(migrate(&other, false), other, "{import}");
+        }
+        let helper = src.replace(
+            "import triton\n",
+            "from pkg.testing import skip_if_no_cuda\n",
+        );
+        assert!(migrate(&helper, false).contains("device=\"tpu\""));
     }
 }

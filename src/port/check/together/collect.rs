@@ -67,6 +67,10 @@ pub(super) static TPU_BRANCH: LazyLock<Regex> =
 /// A function named for GPUs (`is_torch_bf16_gpu_available`, `get_gpu_memory`).
 static GPU_WORD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)(^|_)gpus?(_|$)").unwrap());
 
+/// A helper named for memory statistics (`get_memory_stats`, `log_peak_memory`).
+static MEMORY_STATS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)memory_(stats|summary)|peak_mem|max_memory").unwrap());
+
 pub(super) fn string_says_cuda(s: &str) -> bool {
     says_cuda(s) && (!s.contains(char::is_whitespace) || CUDA_MACHINERY.is_match(s))
 }
@@ -98,6 +102,21 @@ pub(super) struct Collect<'d> {
 pub(super) struct Clause {
     pub(super) test: Option<TextRange>,
     pub(super) body: TextRange,
+    /// An `else` that rejects what reaches it (`raise`, `assert False`, `sys.exit(...)`).
+    pub(super) rejects: bool,
+}
+
+/// Does this block start by rejecting what reaches it?
+fn rejects(body: &[ast::Stmt]) -> bool {
+    match body.first() {
+        Some(ast::Stmt::Raise(_)) => true,
+        Some(ast::Stmt::Assert(a)) => {
+            matches!(a.test.as_ref(), Expr::BooleanLiteral(b) if !b.value)
+        }
+        Some(ast::Stmt::Expr(e)) => matches!(e.value.as_ref(), Expr::Call(c)
+            if matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "exit")),
+        _ => false,
+    }
 }
 
 /// The first of `tests` that names another backend once the findings in it are blanked out
@@ -139,13 +158,19 @@ impl Collect<'_> {
                 .filter_map(|c| c.test.as_ref())
                 .map(|t| t.range()),
         );
-        let clauses = std::iter::once((Some(s.test.range()), block(&s.body)))
+        let clauses = std::iter::once((Some(s.test.range()), &s.body))
             .chain(
                 s.elif_else_clauses
                     .iter()
-                    .map(|c| (c.test.as_ref().map(|t| t.range()), block(&c.body))),
+                    .map(|c| (c.test.as_ref().map(|t| t.range()), &c.body)),
             )
-            .filter_map(|(test, body)| Some(Clause { test, body: body? }))
+            .filter_map(|(test, body)| {
+                Some(Clause {
+                    test,
+                    body: block(body)?,
+                    rejects: test.is_none() && rejects(body),
+                })
+            })
             .collect();
         self.g.chains.push(clauses);
         let mut arms: Vec<TextRange> = block(&s.body).into_iter().collect();
@@ -231,6 +256,9 @@ impl<'a: 'd, 'd> SourceOrderVisitor<'a> for Collect<'d> {
                 return TraversalSignal::Skip;
             }
             AnyNodeRef::ExprCall(c) => {
+                if let Expr::Name(n) = c.func.as_ref() {
+                    self.g.calls.push((n.id.to_string(), c.range()));
+                }
                 let callee = match c.func.as_ref() {
                     Expr::Attribute(a) => a.attr.as_str(),
                     Expr::Name(n) => n.id.as_str(),
@@ -248,6 +276,16 @@ impl<'a: 'd, 'd> SourceOrderVisitor<'a> for Collect<'d> {
                     self.g.names.push(c.range());
                 } else if GPU_WORD.is_match(callee) {
                     self.g.arm_names.push(c.range());
+                }
+                let torch = {
+                    let mut e = c.func.as_ref();
+                    while let Expr::Attribute(a) = e {
+                        e = a.value.as_ref();
+                    }
+                    matches!(e, Expr::Name(n) if n.id.as_str() == "torch")
+                };
+                if !torch && MEMORY_STATS.is_match(callee) {
+                    self.g.stats.push(c.range());
                 }
             }
             AnyNodeRef::ExprAttribute(a) => {
@@ -305,8 +343,14 @@ pub(in crate::port::check) struct Guards {
     /// (`is_torch_bf16_gpu_available()`). A test may read a user's `use_cuda` flag and still be
     /// the program's device choice; code it selects that counts CUDA devices is CUDA's.
     pub(super) arm_names: Vec<TextRange>,
+    /// The module's top-level functions: name and body.
+    pub(super) helpers: Vec<(String, TextRange)>,
+    /// Calls of plain names (`_make_outlier_tensor(...)`), where a helper may be called.
+    pub(super) calls: Vec<(String, TextRange)>,
     /// `torch.float16` / `torch.half` in the code: a dtype chosen for CUDA.
     pub(super) fp16: Vec<TextRange>,
+    /// Calls of memory-statistics helpers that are not PyTorch's (`training.get_memory_stats`).
+    pub(super) stats: Vec<TextRange>,
     /// Comparisons by `!=`, `not in`, `is not`.
     pub(super) negated: Vec<TextRange>,
     /// `if`/`elif`/`else` chains.
@@ -325,6 +369,13 @@ impl Guards {
         cuda_defs: &HashMap<String, String>,
         imported_flag: &dyn Fn(&ast::StmtImportFrom, &str) -> bool,
     ) -> Guards {
+        let helpers = body
+            .iter()
+            .filter_map(|s| match s {
+                ast::Stmt::FunctionDef(f) => Some((f.name.to_string(), block(&f.body)?)),
+                _ => None,
+            })
+            .collect();
         let mut imported = HashMap::new();
         for s in body {
             if let ast::Stmt::ImportFrom(i) = s {
@@ -352,7 +403,10 @@ impl Guards {
                 guards: vec![],
                 names: vec![],
                 arm_names: vec![],
+                helpers,
+                calls: vec![],
                 fp16: vec![],
+                stats: vec![],
                 negated: vec![],
                 chains: vec![],
                 flags,

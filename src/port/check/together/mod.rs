@@ -76,7 +76,7 @@ fn line_of(src: &str, at: TextSize) -> usize {
     src[..at.to_usize()].bytes().filter(|b| *b == b'\n').count() + 1
 }
 
-fn snippet(src: &str, r: TextRange) -> String {
+pub(super) fn snippet(src: &str, r: TextRange) -> String {
     let text = src[r].split_whitespace().collect::<Vec<_>>().join(" ");
     if text.chars().count() > 60 {
         let cut: String = text.chars().take(57).collect();
@@ -152,6 +152,30 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
          path); asking about the TPU instead switches that on for the TPU: check that it works \
          there",
     );
+    // A chain that rejects the devices it does not name (`else: assert False, "Unsupported
+    // device"`): each branch is that device's own code, and a TPU renamed into the CUDA one
+    // would take CUDA's (kernels, configs) instead of the honest rejection.
+    for chain in &g.chains {
+        let Some(reject) = chain.iter().find(|c| c.rejects) else {
+            continue;
+        };
+        let in_tests = |d: &Diagnostic| {
+            fixed(d, true)
+                && matches!(family(d), "CUD" | "DEV")
+                && chain
+                    .iter()
+                    .filter_map(|c| c.test)
+                    .any(|t| t.contains_range(d.range))
+        };
+        let note = format!(
+            "this chain dispatches per device and rejects the others (line {}: `{}`); its CUDA \
+             branch holds CUDA's code (kernels, configurations), so a TPU would take it instead \
+             of the rejection: check that branch on a TPU, or add a TPU branch",
+            line_of(src, reject.body.start()),
+            snippet(src, reject.body)
+        );
+        demote(diags, &in_tests, true, &note);
+    }
     // A chain with a TPU (or PyTorch/XLA) branch: its other branches are for other devices.
     for chain in &g.chains {
         let tests: Vec<TextRange> = chain.iter().filter_map(|c| c.test).collect();
@@ -180,7 +204,7 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
     let left_in_arm = |diags: &[Diagnostic], r: TextRange, safe_only| {
         left_cuda(src, diags, &arm_names, r, safe_only)
     };
-    fp16_for_cuda(src, rules, g, &relevant, diags);
+    chosen_for_cuda(src, rules, g, &relevant, diags);
     for _ in 0..8 {
         let mut changed = false;
         for guard in &relevant {
@@ -282,15 +306,53 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
             }
         }
         if !changed {
-            return;
+            break;
         }
+    }
+    // Helpers called only from code that CUDA tests still select keep CUDA's devices too.
+    let held: Vec<(TextRange, TextRange)> = relevant
+        .iter()
+        .filter_map(|guard| {
+            let l = left(diags, guard.test, true)?;
+            Some(guard.arms.iter().map(move |a| (*a, l)))
+        })
+        .flatten()
+        .collect();
+    for (name, body) in &g.helpers {
+        let calls: Vec<TextRange> = g
+            .calls
+            .iter()
+            .filter(|(n, at)| n == name && !body.contains_range(*at))
+            .map(|(_, at)| *at)
+            .collect();
+        let holder = |c: &TextRange| held.iter().find(|(a, _)| a.contains_range(*c));
+        let Some((_, test)) = calls.first().and_then(holder) else {
+            continue;
+        };
+        if !calls.iter().all(|c| holder(c).is_some()) {
+            continue;
+        }
+        let in_body = |d: &Diagnostic| {
+            fixed(d, true) && matches!(family(d), "DEV" | "STM") && body.contains_range(d.range)
+        };
+        let note = format!(
+            "`{name}` is called only from code that tests still asking about CUDA select (line \
+             {}: `{}`), so its devices are CUDA's too",
+            line_of(src, test.start()),
+            snippet(src, *test)
+        );
+        demote(diags, &in_body, true, &note);
     }
 }
 
-/// `torch.float16 if device.type == "cuda" else torch.float32`: half precision chosen for CUDA.
-/// A TPU computes in bfloat16 (float16 is emulated, with float16's narrow range), so asking
-/// about the TPU there would pick the wrong dtype: the test's fixes become unsafe.
-fn fp16_for_cuda(
+/// What a test selects for CUDA that is CUDA's choice, not the program's device: the test's
+/// fixes become unsafe, with a note saying why.
+/// - `torch.float16 if device.type == "cuda" else torch.float32`: half precision chosen for
+///   CUDA. A TPU computes in bfloat16 (float16 is emulated, with float16's narrow range).
+/// - `if device.type == "cuda": log(training.get_memory_stats(device))`: memory statistics
+///   through a library's or the project's own helper, which often supports only the backends
+///   it names (TorchTPU reports memory through `torch.accelerator` only).
+fn chosen_for_cuda(
     src: &str,
     rules: &RuleSet,
     g: &Guards,
@@ -301,20 +363,31 @@ fn fp16_for_cuda(
         let Some(selected) = guard.arms.first() else {
             continue;
         };
-        let Some(half) = g.fp16.iter().find(|h| selected.contains_range(**h)) else {
+        let inside =
+            |list: &[TextRange]| list.iter().copied().find(|h| selected.contains_range(*h));
+        let note = if let Some(half) = inside(&g.fp16) {
+            format!(
+                "what this test selects for CUDA uses `{}` (line {}); on a TPU the matching \
+                 dtype is torch.bfloat16 (float16 is not native there and overflows where \
+                 bfloat16 does not): port the dtype choice by hand",
+                snippet(src, half),
+                line_of(src, half.start())
+            )
+        } else if let Some(stats) = inside(&g.stats) {
+            format!(
+                "what this test selects for CUDA gathers memory statistics through `{}` (line \
+                 {}), a helper that may support only the backends it names; TorchTPU reports \
+                 memory through torch.accelerator: check the helper before enabling it on a TPU",
+                snippet(src, stats),
+                line_of(src, stats.start())
+            )
+        } else {
             continue;
         };
         let in_test = |d: &Diagnostic| {
             matches!(rules.rules[d.rule].family.as_str(), "CUD" | "DEV")
                 && guard.test.contains_range(d.range)
         };
-        let note = format!(
-            "what this test selects for CUDA uses `{}` (line {}); on a TPU the matching dtype is \
-             torch.bfloat16 (float16 is not native there and overflows where bfloat16 does \
-             not): port the dtype choice by hand",
-            snippet(src, *half),
-            line_of(src, half.start())
-        );
         demote(diags, &in_test, true, &note);
     }
 }
@@ -354,7 +427,47 @@ mod tests {
         assert_eq!(migrate(probe, true), probe);
         let count = "def devices(params):\n    cuda_devices = set()\n    for p in params:\n        if p.device.type == \"cuda\":\n            cuda_devices.add(p.device.index)\n    return cuda_devices\n";
         assert_eq!(migrate(count, true), count);
-        let flag = "import torch\n\nuse_cuda = True\nif use_cuda and torch.cuda.is_available():\n    device = \"cuda\"\n";
+        let flag = "import torch\n\nuse_cuda = True\nif use_cuda and torch.cuda.is_available():\n    device = \"cuda\"\nprint(device)\n";
         assert!(migrate(flag, false).contains("device = \"tpu\""));
+    }
+
+    /// A per-device dispatch that rejects the rest keeps CUDA's branch in safe mode.
+    #[test]
+    fn chains_that_reject_other_devices_are_unsafe() {
+        let src = "def config(device):\n    if device == \"cuda\":\n        return Int4Config()\n    elif device == \"cpu\":\n        return CpuConfig()\n    else:\n        assert False, \"Unsupported device\"\n";
+        assert_eq!(migrate(src, false), src);
+        assert!(migrate(src, true).contains("device == \"tpu\""));
+        let open = src.replace(
+            "        assert False, \"Unsupported device\"",
+            "        return None",
+        );
+        assert!(migrate(&open, false).contains("device == \"tpu\""));
+    }
+
+    /// A helper called only from tests that stay CUDA's keeps its device in safe mode.
+    #[test]
+    fn helpers_of_cuda_only_tests_keep_their_devices() {
+        let src = "import torch\nimport unittest\n\n\nclass T(unittest.TestCase):\n    @unittest.skipUnless(_is_hopper(), \"FA3\")\n    def test_fa3(self):\n        x = make()\n\n\ndef make():\n    return torch.randn(4, device=\"cuda\")\n";
+        assert_eq!(migrate(src, false), src);
+        let also = src.replace(
+            "        x = make()\n",
+            "        x = make()\n\n    def test_plain(self):\n        y = make()\n",
+        );
+        assert!(migrate(&also, false).contains("device=\"tpu\""));
+    }
+
+    /// Memory statistics gathered through a helper for CUDA: the test's fix is only unsafe.
+    #[test]
+    fn memory_stats_helpers_selected_for_cuda_are_unsafe() {
+        let src = "def log(self):\n    if self._device.type == \"cuda\":\n        stats = training.get_memory_stats(device=self._device)\n";
+        assert_eq!(migrate(src, false), src);
+        let torch = format!(
+            "import torch\n\n\n{}",
+            src.replace(
+                "training.get_memory_stats",
+                "torch.cuda.max_memory_allocated"
+            )
+        );
+        assert!(migrate(&torch, false).contains("type == \"tpu\""));
     }
 }
