@@ -7,10 +7,15 @@
 //! - a backend name compared (`if backend == "nccl":`): library code computes the backend from a
 //!   device map that already yields "tpu_dist", and the comparison selects NCCL-only handling
 //!   (barrier `device_ids`, moving CPU tensors to CUDA), which would then apply to the TPU.
-//! - a CUDA availability check (`torch.cuda.is_available()`): `torch.accelerator.is_available()`
+//! - a CUDA availability check (`torch.cuda.is_available()`; not in a test module, which is
+//!   run rather than imported): `torch.accelerator.is_available()`
 //!   is also true on XPU and MPS machines, whose users would then take the CUDA path, and a
 //!   library's CUDA path often leans on the CUDA kernels of what it wraps (a quantizer's
 //!   kernels, slow-path warnings about them).
+//! - a device in a function whose CUDA check stays (the check and the device go together),
+//!   or in a function that imports an optional package on demand and most likely hands it the
+//!   device (`from sinq.sinqlinear_hf import SINQLinear` in `replace_with_sinq_linear(...,
+//!   device="cuda:0")`).
 //!
 //! In a program the same fixes stay safe: the program is what is being ported.
 
@@ -36,20 +41,101 @@ const CHECK_NOTE: &str = "unsafe: a CUDA check in a library module decides for e
     whose users would take the CUDA path, and that path may rely on CUDA kernels of what the \
     library wraps; check what the branch does on a TPU";
 
-#[derive(Default)]
-struct Compares(Vec<TextRange>);
+const WITH_CHECK_NOTE: &str = "unsafe: this library function also asks whether CUDA is \
+    available, and that check is not rewritten in safe mode; a TPU device next to it would mix \
+    the two: port the function as a whole";
 
-impl<'a> SourceOrderVisitor<'a> for Compares {
+/// Packages whose devices are PyTorch's: the standard library's usual modules, PyTorch and
+/// the numeric stack. A function importing anything else on demand hands its device to an
+/// optional package.
+const PORTABLE_PACKAGES: &[&str] = &[
+    "torch",
+    "numpy",
+    "os",
+    "sys",
+    "math",
+    "json",
+    "re",
+    "time",
+    "typing",
+    "collections",
+    "functools",
+    "itertools",
+    "contextlib",
+    "dataclasses",
+    "pathlib",
+    "warnings",
+    "logging",
+    "inspect",
+    "copy",
+    "importlib",
+    "tempfile",
+    "subprocess",
+    "threading",
+    "multiprocessing",
+    "gc",
+    "random",
+    "packaging",
+    "safetensors",
+    "huggingface_hub",
+    "tqdm",
+    "einops",
+];
+
+/// Comparisons, function bodies, and the optional packages imported inside functions (the
+/// innermost function, the package).
+#[derive(Default)]
+struct Compares<'a> {
+    compares: Vec<TextRange>,
+    functions: Vec<TextRange>,
+    optional: Vec<(TextRange, &'a str)>,
+}
+
+impl<'a> SourceOrderVisitor<'a> for Compares<'a> {
     fn enter_node(&mut self, node: AnyNodeRef<'a>) -> TraversalSignal {
-        if let AnyNodeRef::ExprCompare(c) = node {
-            self.0.push(c.range());
+        let root = match node {
+            AnyNodeRef::ExprCompare(c) => {
+                self.compares.push(c.range());
+                None
+            }
+            AnyNodeRef::StmtFunctionDef(f) => {
+                self.functions.push(f.range());
+                None
+            }
+            AnyNodeRef::StmtImportFrom(i) if i.level == 0 => i.module.as_ref().map(|m| m.as_str()),
+            AnyNodeRef::StmtImport(i) => i.names.first().map(|a| a.name.as_str()),
+            _ => None,
+        };
+        if let Some(root) = root.and_then(|m| m.split('.').next())
+            && !PORTABLE_PACKAGES.contains(&root)
+            && let Some(f) = self
+                .functions
+                .iter()
+                .filter(|f| f.contains_range(node.range()))
+                .min_by_key(|f| f.len())
+        {
+            self.optional.push((*f, root));
         }
         TraversalSignal::Traverse
     }
 }
 
+/// Does the module define tests (`def test_...`, `class Test...`) at top level?
+pub(super) fn is_test_module(body: &[ast::Stmt]) -> bool {
+    body.iter().any(|s| match s {
+        ast::Stmt::FunctionDef(f) => f.name.starts_with("test_"),
+        ast::Stmt::ClassDef(c) => c.name.starts_with("Test") || c.name.ends_with("Test"),
+        _ => false,
+    })
+}
+
 /// Apply the module comment to the findings of a file that is not a program.
-pub(super) fn keep_library_settings(rules: &RuleSet, body: &[ast::Stmt], diags: &mut [Diagnostic]) {
+pub(super) fn keep_library_settings(
+    rules: &RuleSet,
+    path: Option<&std::path::Path>,
+    body: &[ast::Stmt],
+    diags: &mut [Diagnostic],
+) {
     let safe = |d: &Diagnostic| {
         d.fix
             .as_ref()
@@ -60,10 +146,13 @@ pub(super) fn keep_library_settings(rules: &RuleSet, body: &[ast::Stmt], diags: 
         matches!(r.family.as_str(), "ENV" | "PRC") && matches!(r.action, Some(Action::Remove(_)))
     };
     let backend = |d: &Diagnostic| rules.rules[d.rule].family == "DST";
-    let check = |d: &Diagnostic| rules.rules[d.rule].name == "cuda-is-available";
+    // A test module is run, not imported: its CUDA checks are the tests' own.
+    let tests = is_test_module(body);
+    let check = |d: &Diagnostic| !tests && rules.rules[d.rule].name == "cuda-is-available";
+    let device = |d: &Diagnostic| rules.rules[d.rule].family == "DEV";
     if !diags
         .iter()
-        .any(|d| safe(d) && (setting(d) || backend(d) || check(d)))
+        .any(|d| safe(d) && (setting(d) || backend(d) || check(d) || device(d)))
     {
         return;
     }
@@ -76,12 +165,47 @@ pub(super) fn keep_library_settings(rules: &RuleSet, body: &[ast::Stmt], diags: 
             SETTING_NOTE
         } else if check(d) {
             CHECK_NOTE
-        } else if backend(d) && compares.0.iter().any(|c| c.contains_range(d.range)) {
+        } else if backend(d) && compares.compares.iter().any(|c| c.contains_range(d.range)) {
             COMPARE_NOTE
         } else {
             continue;
         };
         d.make_unsafe(note);
+    }
+    // A function whose CUDA check stays (in safe mode) keeps its devices with it.
+    let kept: Vec<TextRange> = diags
+        .iter()
+        .filter(|d| check(d) && !safe(d))
+        .filter_map(|d| {
+            let around = compares
+                .functions
+                .iter()
+                .filter(|f| f.contains_range(d.range));
+            around.min_by_key(|f| f.len()).copied()
+        })
+        .collect();
+    for d in diags.iter_mut().filter(|d| {
+        rules.rules[d.rule].family == "DEV" && kept.iter().any(|f| f.contains_range(d.range))
+    }) {
+        d.make_unsafe(WITH_CHECK_NOTE);
+    }
+    // A device in a function that imports an optional package on demand (`from sinq... import
+    // SINQLinear`) is most likely handed to it, and whether that package runs on a TPU is not
+    // known here. The package of the file itself is not optional.
+    for (f, package) in &compares.optional {
+        if path.is_some_and(|p| p.iter().any(|c| c == *package)) {
+            continue;
+        }
+        let note = format!(
+            "unsafe: this library function imports `{package}` on demand and most likely hands \
+             it this device; whether `{package}` runs on a TPU is not known here: check it"
+        );
+        for d in diags
+            .iter_mut()
+            .filter(|d| rules.rules[d.rule].family == "DEV" && f.contains_range(d.range))
+        {
+            d.make_unsafe(&note);
+        }
     }
 }
 
@@ -89,7 +213,7 @@ pub(super) fn keep_library_settings(rules: &RuleSet, body: &[ast::Stmt], diags: 
 mod tests {
     use super::super::migrated as migrate;
 
-    const LIBRARY: &str = "import os\nimport torch\nimport torch.distributed as dist\n\n\ndef enable_full_determinism():\n    os.environ[\"CUBLAS_WORKSPACE_CONFIG\"] = \":16:8\"\n    torch.use_deterministic_algorithms(True)\n\n\ndef barrier(backend):\n    if backend == \"nccl\":\n        dist.barrier(device_ids=[0])\n\n\ndef validate():\n    if not torch.cuda.is_available():\n        warn(\"slow without a GPU\")\n";
+    const LIBRARY: &str = "import os\nimport torch\nimport torch.distributed as dist\n\n\ndef enable_full_determinism():\n    os.environ[\"CUBLAS_WORKSPACE_CONFIG\"] = \":16:8\"\n    torch.use_deterministic_algorithms(True)\n\n\ndef barrier(backend):\n    if backend == \"nccl\":\n        dist.barrier(device_ids=[0])\n\n\ndef validate():\n    if not torch.cuda.is_available():\n        warn(\"slow without a GPU\")\n    return \"cuda:0\"\n\n\ndef replace(model, device=\"cuda:0\"):\n    from sinq.layers import SINQLinear\n\n    return SINQLinear(model, device=device)\n";
 
     #[test]
     fn library_modules_keep_cuda_settings_and_backend_comparisons_in_safe_mode() {

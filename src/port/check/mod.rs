@@ -190,7 +190,13 @@ impl<'a> Checker<'a> {
             scope::keep_triton_module_devices(self.rules, &via, &mut self.diags);
         }
         if !self.facts.program {
-            library::keep_library_settings(self.rules, &self.parsed.module.body, &mut self.diags);
+            let path = self.facts.path.as_deref();
+            library::keep_library_settings(
+                self.rules,
+                path,
+                &self.parsed.module.body,
+                &mut self.diags,
+            );
         }
         runtimes::keep_runtime_devices(self.src, self.rules, &mut self.diags);
         params::keep_fed_comparisons(
@@ -232,8 +238,11 @@ impl<'a> Checker<'a> {
         if imports_triton_at_top(self.src) {
             return Some("Triton".into());
         }
-        // Another CUDA-only library (`import flash_attn`), or a CUDA-only PyTorch name (`from
-        // torch.nn.attention import activate_flash_attention_impl`), imported unconditionally.
+        // Another CUDA-only library (`import flash_attn`), imported unconditionally; in a test
+        // module, a CUDA-only PyTorch name too (`from torch.nn.attention import
+        // activate_flash_attention_impl`: the module tests FA3). A program importing
+        // `torch.utils.cpp_extension` for one op keeps its devices.
+        let tests = library::is_test_module(&self.parsed.module.body);
         for stmt in &self.parsed.module.body {
             let names: Vec<String> = match stmt {
                 ast::Stmt::Import(i) => i.names.iter().map(|a| a.name.to_string()).collect(),
@@ -242,6 +251,9 @@ impl<'a> Checker<'a> {
                 ast::Stmt::ImportFrom(i) if i.level == 0 => {
                     let module = i.module.as_ref().map(|m| m.as_str()).unwrap_or("");
                     let torch = module == "torch" || module.starts_with("torch.");
+                    if torch && !tests {
+                        continue;
+                    }
                     let names = i.names.iter().filter(|_| torch);
                     std::iter::once(module.to_string())
                         .chain(names.map(|a| format!("{module}.{}", a.name)))

@@ -289,13 +289,21 @@ mod tests {
         assert!(migrate(&optional, false).contains("device=\"tpu\""));
         // Other CUDA-only libraries and PyTorch names imported at top level count too; a
         // project's helper named for CUDA does not.
-        for import in [
-            "import flash_attn\n",
-            "from torch.nn.attention import activate_flash_attention_impl\n",
-        ] {
-            let other = src.replace("import triton\n", import);
-            assert_eq!(migrate(&other, false), other, "{import}");
-        }
+        let flash = src.replace("import triton\n", "import flash_attn\n");
+        assert_eq!(migrate(&flash, false), flash);
+        let fa3 = format!(
+            "{}\n\ndef test_fa3():\n    pass\n",
+            src.replace(
+                "import triton\n",
+                "from torch.nn.attention import activate_flash_attention_impl\n"
+            )
+        );
+        assert_eq!(migrate(&fa3, false), fa3);
+        let extension = src.replace(
+            "import triton\n",
+            "from torch.utils.cpp_extension import load\n",
+        );
+        assert!(migrate(&extension, false).contains("device=\"tpu\""));
         let helper = src.replace(
             "import triton\n",
             "from pkg.testing import skip_if_no_cuda\n",
