@@ -20,7 +20,8 @@ use super::semantic::{BindingKind, Semantic};
 pub struct Value<'s> {
     pub text: &'s str,
     pub kind: ArgKind,
-    /// The literal's value for ints and strings.
+    /// The literal's value for ints and strings; the qualified name of a PyTorch constant
+    /// (`torch.float16`).
     pub literal: Option<String>,
     /// True if the text can be followed by `.x`, `[i]` or `(...)` without parentheses.
     pub atomic: bool,

@@ -99,11 +99,13 @@ impl<'a> Checker<'a> {
         }
         for (p, conv) in &rule.convert {
             let kind = b.values.get(p).map(|v| v.kind).unwrap_or(ArgKind::Missing);
-            if kind.listed_in(&conv.unsafe_for) {
+            // A literal with its own template (`torch.bfloat16`) is not covered by its kind.
+            let own = template::has_literal(conv, b.values.get(p));
+            if kind.listed_in(&conv.unsafe_for) && !own {
                 b.downgrade = true;
             }
             // A kind marked manual stops the fix even where no template uses the parameter.
-            let explicit = template::has_explicit(conv, kind);
+            let explicit = template::has_explicit(conv, kind) || own;
             if kind.listed_in(&conv.manual_for) && !explicit {
                 let text = b.values.get(p).map(|v| v.text).unwrap_or(p.as_str());
                 if matches!(kind, ArgKind::True | ArgKind::False) {
@@ -191,6 +193,12 @@ impl<'a> Checker<'a> {
                 _ => (ArgKind::Other, None),
             },
             Expr::StringLiteral(s) => (ArgKind::String, Some(s.value.to_str().to_string())),
+            // A PyTorch constant (`torch.float16`, `torch.half`) by its qualified name, so
+            // `literal = { "torch.bfloat16" = ... }` can tell dtypes apart.
+            Expr::Attribute(_) => (
+                ArgKind::Other,
+                self.qualified(e).filter(|q| q.starts_with("torch.")),
+            ),
             _ => (ArgKind::Other, None),
         };
         Value {

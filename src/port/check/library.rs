@@ -12,6 +12,8 @@
 //!   is also true on XPU and MPS machines, whose users would then take the CUDA path, and a
 //!   library's CUDA path often leans on the CUDA kernels of what it wraps (a quantizer's
 //!   kernels, slow-path warnings about them).
+//! - rewrites of CUDA's own AMP APIs (`torch.cuda.amp.*`, `get_autocast_gpu_dtype`): a
+//!   library's autocast query or scaler serves its CUDA users too (`timm`'s old-PyTorch fallback to `get_autocast_gpu_dtype()`);
 //! - a device in a function whose CUDA check stays (the check and the device go together),
 //!   or in a function that imports an optional package on demand and most likely hands it the
 //!   device (`from sinq.sinqlinear_hf import SINQLinear` in `replace_with_sinq_linear(...,
@@ -40,6 +42,10 @@ const CHECK_NOTE: &str = "unsafe: a CUDA check in a library module decides for e
     of the library: torch.accelerator.is_available() is also true on XPU and MPS machines, \
     whose users would take the CUDA path, and that path may rely on CUDA kernels of what the \
     library wraps; check what the branch does on a TPU";
+
+const AMP_NOTE: &str = "unsafe: in a library module, autocast and its scaler serve CUDA users \
+    too (an old-PyTorch fallback, a CUDA branch); asking about the TPU there changes what they \
+    get: port it where the program chooses its precision";
 
 const WITH_CHECK_NOTE: &str = "unsafe: this library function also asks whether CUDA is \
     available, and that check is not rewritten in safe mode; a TPU device next to it would mix \
@@ -150,9 +156,16 @@ pub(super) fn keep_library_settings(
     let tests = is_test_module(body);
     let check = |d: &Diagnostic| !tests && rules.rules[d.rule].name == "cuda-is-available";
     let device = |d: &Diagnostic| rules.rules[d.rule].family == "DEV";
+    // CUDA's own AMP APIs (`torch.cuda.amp.*`, `get_autocast_gpu_dtype`); an explicit
+    // `torch.autocast("cuda")` (a rule matched `when` its device is CUDA) is a device like
+    // DEV001's and stays safe.
+    let amp = |d: &Diagnostic| {
+        let r = &rules.rules[d.rule];
+        r.family == "AMP" && r.when.is_empty()
+    };
     if !diags
         .iter()
-        .any(|d| safe(d) && (setting(d) || backend(d) || check(d) || device(d)))
+        .any(|d| safe(d) && (setting(d) || backend(d) || check(d) || device(d) || amp(d)))
     {
         return;
     }
@@ -165,6 +178,8 @@ pub(super) fn keep_library_settings(
             SETTING_NOTE
         } else if check(d) {
             CHECK_NOTE
+        } else if amp(d) {
+            AMP_NOTE
         } else if backend(d) && compares.compares.iter().any(|c| c.contains_range(d.range)) {
             COMPARE_NOTE
         } else {

@@ -184,6 +184,21 @@ impl<'a> Checker<'a> {
                 self.diags.push(f);
             }
         }
+        // A device string inside an autocast or GradScaler call an AMP rule rewrites whole is
+        // that rule's: DEV001 alone would keep CUDA's float16 under the TPU's name.
+        let amp: Vec<TextRange> = self
+            .diags
+            .iter()
+            .filter(|d| d.fix.is_some() && self.rule(d.rule).family == "AMP")
+            .map(|d| d.range)
+            .collect();
+        if !amp.is_empty() {
+            let rules = self.rules;
+            self.diags.retain(|d| {
+                rules.rules[d.rule].family != "DEV"
+                    || !amp.iter().any(|a| a.contains_range(d.range))
+            });
+        }
         // What makes single fixes unsafe runs first, so that `together` carries it to the test
         // or the code that goes with them.
         if let Some(via) = self.triton_import() {

@@ -13,7 +13,9 @@ impl<'a> Checker<'a> {
         let q = self.qualified(&call.func);
         if let Some(q) = &q
             && let Some(ids) = self.index.calls.get(q)
-            && let Some(&i) = ids.iter().find(|i| self.is_active(**i))
+            && let Some(&i) = ids
+                .iter()
+                .find(|i| self.is_active(**i) && self.when_holds(**i, call))
         {
             self.emit(Match {
                 rule: i,
@@ -66,6 +68,45 @@ impl<'a> Checker<'a> {
                 });
             }
         }
+    }
+
+    /// Does the call fit the rule's `match.when` (each parameter one of the listed strings)?
+    fn when_holds(&self, i: usize, call: &'a ast::ExprCall) -> bool {
+        let rule = self.rule(i);
+        if rule.when.is_empty() {
+            return true;
+        }
+        let m = Match {
+            rule: i,
+            range: call.range(),
+            qualified: None,
+            call: Some(call),
+            receiver: None,
+            reference: None,
+            keyword: None,
+        };
+        let Ok(b) = self.bind(rule, &m) else {
+            return false;
+        };
+        rule.when.iter().all(|(param, allowed)| {
+            if !b.values.contains_key(param) {
+                return allowed.iter().any(|a| a == "<missing>");
+            }
+            // A string by its text, anything else by its source (`False`).
+            let literal = b.values.get(param).map(|v| {
+                if v.kind == crate::port::rules::ArgKind::String {
+                    v.literal.as_deref().unwrap_or("")
+                } else {
+                    v.text
+                }
+            });
+            literal.is_some_and(|l| {
+                allowed.iter().any(|a| match a.strip_suffix('*') {
+                    Some(prefix) => l.starts_with(prefix),
+                    None => l == a,
+                })
+            })
+        })
     }
 
     /// The first active rule among `ids` whose `receiver` pattern (if any) fits the object.

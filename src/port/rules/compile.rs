@@ -159,6 +159,10 @@ pub(super) fn compile_rule(
     needles.sort();
     needles.dedup();
 
+    let when = m.when.clone();
+    if !when.is_empty() && !matches!(matcher, Matcher::Call(_)) {
+        bail!("`match.when` needs a `match.call` rule");
+    }
     let receiver = m
         .receiver
         .map(|r| Regex::new(&r).map_err(|e| anyhow!("`receiver` is not a valid regex: {e}")))
@@ -166,6 +170,9 @@ pub(super) fn compile_rule(
 
     let act = def.action.unwrap_or_default();
     let params = act.params.clone().unwrap_or_default();
+    if let Some(p) = when.keys().find(|p| !params.contains(*p)) {
+        bail!("`match.when` names `{p}`, which is not one of the action's `params`");
+    }
     let action = compile_action(&act, &matcher)?;
     if def.fix != FixClass::Manual && action.is_none() {
         bail!(
@@ -236,6 +243,7 @@ pub(super) fn compile_rule(
         convert: act.convert,
         receiver,
         min_args: m.min_args,
+        when,
         example: def.example,
         note,
         unsafe_if_uses: def.unsafe_if_uses,

@@ -30,6 +30,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("rules/XU.toml", include_str!("../../../rules/XU.toml")),
     ("rules/STM.toml", include_str!("../../../rules/STM.toml")),
     ("rules/OPS.toml", include_str!("../../../rules/OPS.toml")),
+    ("rules/AMP.toml", include_str!("../../../rules/AMP.toml")),
 ];
 
 /// A problem in a rule file, located as precisely as we can.

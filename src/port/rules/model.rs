@@ -88,6 +88,8 @@ pub struct Rule {
     pub convert: BTreeMap<String, ConvertDef>,
     pub receiver: Option<Regex>,
     pub min_args: Option<usize>,
+    /// Calls match only where each of these parameters is one of the listed string literals.
+    pub when: BTreeMap<String, Vec<String>>,
     pub example: Option<Example>,
     /// A comment the fix leaves at the statement.
     pub note: Option<Note>,
@@ -114,6 +116,16 @@ impl Rule {
     /// applies to, when its fix is only unsafe, the comment it leaves.
     pub fn conditions(&self) -> Vec<String> {
         let mut out = vec![];
+        for (param, values) in &self.when {
+            out.push(format!(
+                "matches only where `{param}` is {}",
+                values
+                    .iter()
+                    .map(|v| format!("\"{v}\""))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ));
+        }
         if !self.only_if_uses.is_empty() {
             out.push(format!(
                 "applies only in files that use {}",

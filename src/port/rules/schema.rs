@@ -156,6 +156,12 @@ pub(super) struct MatchDef {
     pub(super) forms: Option<Vec<StringForm>>,
     pub(super) receiver: Option<String>,
     pub(super) min_args: Option<usize>,
+    /// For `call` rules: match only calls whose argument (a parameter of the action) is one
+    /// of these string literals (`when = { device_type = ["cuda", "cuda:*"] }`; a trailing
+    /// `*` matches any rest; `"<missing>"` matches an argument not given; other arguments by
+    /// their source text, e.g. `enabled = ["False"]`).
+    #[serde(default)]
+    pub(super) when: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -37,7 +37,7 @@ use crate::port::rules::{FixClass, RuleSet};
 
 /// The families whose fixes this pass may take off: CUD/DEV/DST findings in tests, DEV/STM
 /// findings in the branches they select. The walk runs the pass where one of them has a fix.
-pub(super) const FAMILIES: &[&str] = &["CUD", "DEV", "DST", "STM"];
+pub(super) const FAMILIES: &[&str] = &["CUD", "DEV", "DST", "STM", "AMP"];
 
 /// Does this finding's fix go through in the mode asked about (any fix, or safe ones only)?
 fn fixed(d: &Diagnostic, safe_only: bool) -> bool {
@@ -141,7 +141,7 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
     // (peak-memory stats, a CUDA-only path); asking about the TPU instead switches it on there.
     let negated = |d: &Diagnostic| {
         fixed(d, true)
-            && matches!(family(d), "DEV" | "STM")
+            && matches!(family(d), "DEV" | "STM" | "AMP")
             && g.negated.iter().any(|n| n.contains_range(d.range))
     };
     demote(
@@ -191,7 +191,7 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
         for clause in chain.iter().filter(|c| c.test != Some(tpu)) {
             let in_body = |d: &Diagnostic| {
                 d.fix.is_some()
-                    && matches!(family(d), "DEV" | "STM")
+                    && matches!(family(d), "DEV" | "STM" | "AMP")
                     && clause.body.contains_range(d.range)
             };
             demote(diags, &in_body, false, &note);
@@ -284,7 +284,7 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
                 let Some(l) = l else { continue };
                 let in_arms = |d: &Diagnostic| {
                     d.fix.is_some()
-                        && matches!(family(d), "DEV" | "STM")
+                        && matches!(family(d), "DEV" | "STM" | "AMP")
                         && guard.arms.iter().any(|a| a.contains_range(d.range))
                 };
                 if diags.iter().any(in_arms) {
@@ -333,7 +333,9 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
             continue;
         }
         let in_body = |d: &Diagnostic| {
-            fixed(d, true) && matches!(family(d), "DEV" | "STM") && body.contains_range(d.range)
+            fixed(d, true)
+                && matches!(family(d), "DEV" | "STM" | "AMP")
+                && body.contains_range(d.range)
         };
         let note = format!(
             "`{name}` is called only from code that tests still asking about CUDA select (line \
