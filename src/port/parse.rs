@@ -137,6 +137,24 @@ fn broken_region(body: &[Stmt], error: TextRange, source: &str) -> TextRange {
     whole_lines(r, source)
 }
 
+/// The decorators that are calls, each with the last name of what it calls (`skipIf` for
+/// `@unittest.skipIf(...)`, `parametrize` for `@pytest.mark.parametrize(...)`).
+pub fn decorator_calls(
+    decorators: &[ruff_python_ast::Decorator],
+) -> impl Iterator<Item = (&str, &ruff_python_ast::ExprCall)> {
+    decorators.iter().filter_map(|d| {
+        let Expr::Call(c) = &d.expression else {
+            return None;
+        };
+        let name = match c.func.as_ref() {
+            Expr::Attribute(a) => a.attr.as_str(),
+            Expr::Name(n) => n.id.as_str(),
+            _ => return None,
+        };
+        Some((name, c))
+    })
+}
+
 /// The statement lists directly inside a node: a module, a compound statement (every branch of
 /// an `if`, `try` or `match`), or one clause of it (`elif`/`else`, `except`, `case`).
 pub fn child_bodies<'a>(node: impl Into<AnyNodeRef<'a>>) -> Vec<&'a [Stmt]> {

@@ -38,15 +38,7 @@ fn fed(f: &ast::StmtFunctionDef) -> Option<Fed> {
         .map(|p| p.parameter.name.to_string())
         .filter(|n| n != "self")
         .collect();
-    for d in &f.decorator_list {
-        let Expr::Call(c) = &d.expression else {
-            continue;
-        };
-        let name = match c.func.as_ref() {
-            Expr::Attribute(a) => a.attr.as_str(),
-            Expr::Name(n) => n.id.as_str(),
-            _ => continue,
-        };
+    for (name, c) in crate::port::parse::decorator_calls(&f.decorator_list) {
         let (names, values) = match (name, c.arguments.args.as_ref()) {
             ("expand", [values, ..]) => (params.clone(), values),
             ("parametrize", [Expr::StringLiteral(s), values, ..]) => (

@@ -196,15 +196,7 @@ impl Collect<'_> {
 
     /// `@skipIf(test, ...)`, `@pytest.mark.skipif(test, ...)`: the test selects the body.
     fn skip_decorators(&mut self, decorators: &[ast::Decorator], body: &[ast::Stmt]) {
-        for d in decorators {
-            let Expr::Call(c) = &d.expression else {
-                continue;
-            };
-            let name = match c.func.as_ref() {
-                Expr::Attribute(a) => a.attr.as_str(),
-                Expr::Name(n) => n.id.as_str(),
-                _ => continue,
-            };
+        for (name, c) in crate::port::parse::decorator_calls(decorators) {
             if let (true, Some(test)) = (
                 matches!(name, "skipIf" | "skipUnless" | "skipif"),
                 c.arguments.args.first(),
