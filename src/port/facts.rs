@@ -45,7 +45,7 @@ impl FileFacts {
     pub fn of(parsed: &Parsed, sem: &Semantic) -> FileFacts {
         struct Names<'s> {
             sem: &'s Semantic,
-            imported: HashSet<&'s str>,
+            imported: rustc_hash::FxHashSet<&'s str>,
             out: HashSet<String>,
         }
         impl<'a> SourceOrderVisitor<'a> for Names<'_> {

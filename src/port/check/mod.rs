@@ -73,7 +73,7 @@ pub struct Checker<'a> {
     stack: Vec<AnyNodeRef<'a>>,
     diags: Vec<Diagnostic>,
     fallbacks: Vec<Diagnostic>,
-    import_names: HashSet<&'a str>,
+    import_names: rustc_hash::FxHashSet<&'a str>,
     /// The module's CUDA-only functions, found once when a guard first asks (`guard.rs`).
     cuda_defs: OnceCell<HashMap<String, String>>,
 }

@@ -17,7 +17,7 @@ pub mod collect;
 pub mod scope;
 pub mod values;
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet as HashSet;
 
 use ruff_python_ast::{self as ast, Expr};
 use ruff_text_size::{TextRange, TextSize};
