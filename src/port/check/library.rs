@@ -88,6 +88,15 @@ const PORTABLE_PACKAGES: &[&str] = &[
     "einops",
 ];
 
+/// The innermost of `functions` around `range`.
+fn innermost(functions: &[TextRange], range: TextRange) -> Option<TextRange> {
+    functions
+        .iter()
+        .filter(|f| f.contains_range(range))
+        .min_by_key(|f| f.len())
+        .copied()
+}
+
 /// Comparisons, function bodies, and the optional packages imported inside functions (the
 /// innermost function, the package).
 #[derive(Default)]
@@ -114,13 +123,9 @@ impl<'a> SourceOrderVisitor<'a> for Compares<'a> {
         };
         if let Some(root) = root.and_then(|m| m.split('.').next())
             && !PORTABLE_PACKAGES.contains(&root)
-            && let Some(f) = self
-                .functions
-                .iter()
-                .filter(|f| f.contains_range(node.range()))
-                .min_by_key(|f| f.len())
+            && let Some(f) = innermost(&self.functions, node.range())
         {
-            self.optional.push((*f, root));
+            self.optional.push((f, root));
         }
         TraversalSignal::Traverse
     }
@@ -191,13 +196,7 @@ pub(super) fn keep_library_settings(
     let kept: Vec<TextRange> = diags
         .iter()
         .filter(|d| check(d) && !safe(d))
-        .filter_map(|d| {
-            let around = compares
-                .functions
-                .iter()
-                .filter(|f| f.contains_range(d.range));
-            around.min_by_key(|f| f.len()).copied()
-        })
+        .filter_map(|d| innermost(&compares.functions, d.range))
         .collect();
     for d in diags.iter_mut().filter(|d| {
         rules.rules[d.rule].family == "DEV" && kept.iter().any(|f| f.contains_range(d.range))

@@ -248,8 +248,10 @@ impl<'a: 'd, 'd> SourceOrderVisitor<'a> for Collect<'d> {
                 return TraversalSignal::Skip;
             }
             AnyNodeRef::ExprCall(c) => {
-                if let Expr::Name(n) = c.func.as_ref() {
-                    self.g.calls.push((n.id.to_string(), c.range()));
+                if let Expr::Name(n) = c.func.as_ref()
+                    && let Some(at) = self.g.calls.get_mut(n.id.as_str())
+                {
+                    at.push(c.range());
                 }
                 let callee = match c.func.as_ref() {
                     Expr::Attribute(a) => a.attr.as_str(),
@@ -337,8 +339,8 @@ pub(in crate::port::check) struct Guards {
     pub(super) arm_names: Vec<TextRange>,
     /// The module's top-level functions: name and body.
     pub(super) helpers: Vec<(String, TextRange)>,
-    /// Calls of plain names (`_make_outlier_tensor(...)`), where a helper may be called.
-    pub(super) calls: Vec<(String, TextRange)>,
+    /// Where each helper is called by its plain name (`_make_outlier_tensor(...)`).
+    pub(super) calls: HashMap<String, Vec<TextRange>>,
     /// `torch.float16` / `torch.half` in the code: a dtype chosen for CUDA.
     pub(super) fp16: Vec<TextRange>,
     /// Calls of memory-statistics helpers that are not PyTorch's (`training.get_memory_stats`).
@@ -361,12 +363,16 @@ impl Guards {
         cuda_defs: &HashMap<String, String>,
         imported_flag: &dyn Fn(&ast::StmtImportFrom, &str) -> bool,
     ) -> Guards {
-        let helpers = body
+        let helpers: Vec<(String, TextRange)> = body
             .iter()
             .filter_map(|s| match s {
                 ast::Stmt::FunctionDef(f) => Some((f.name.to_string(), block(&f.body)?)),
                 _ => None,
             })
+            .collect();
+        let calls = helpers
+            .iter()
+            .map(|(name, _)| (name.clone(), vec![]))
             .collect();
         let mut imported = HashMap::new();
         for s in body {
@@ -396,7 +402,7 @@ impl Guards {
                 names: vec![],
                 arm_names: vec![],
                 helpers,
-                calls: vec![],
+                calls,
                 fp16: vec![],
                 stats: vec![],
                 negated: vec![],

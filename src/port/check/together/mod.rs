@@ -319,11 +319,10 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
         .flatten()
         .collect();
     for (name, body) in &g.helpers {
-        let calls: Vec<TextRange> = g
-            .calls
+        let calls: Vec<TextRange> = g.calls[name]
             .iter()
-            .filter(|(n, at)| n == name && !body.contains_range(*at))
-            .map(|(_, at)| *at)
+            .copied()
+            .filter(|at| !body.contains_range(*at))
             .collect();
         let holder = |c: &TextRange| held.iter().find(|(a, _)| a.contains_range(*c));
         let Some((_, test)) = calls.first().and_then(holder) else {
