@@ -297,8 +297,18 @@ struct MigrateArgs {
     #[arg(long)]
     diff: bool,
     /// Also apply fixes that may change behaviour (review the diff!).
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_unsafe_fixes")]
     unsafe_fixes: bool,
+    /// Do not apply unsafe fixes, whatever the configuration file says.
+    #[arg(long, overrides_with = "unsafe_fixes")]
+    no_unsafe_fixes: bool,
+    /// The configuration file (`pyproject.toml` with `[tool.tpuport]`, or `tpuport.toml`)
+    /// instead of the one found above the first path.
+    #[arg(long, value_name = "PATH", conflicts_with = "isolated")]
+    config: Option<PathBuf>,
+    /// Read no configuration file: only the command line counts.
+    #[arg(long)]
+    isolated: bool,
     /// Only run these rules: ids or prefixes, comma separated (e.g. `DEV,CUD004`).
     #[arg(long, value_delimiter = ',')]
     select: Vec<String>,
@@ -311,9 +321,9 @@ struct MigrateArgs {
     /// Do not honour .gitignore/.ignore files or skip hidden files.
     #[arg(long)]
     no_ignore: bool,
-    /// Largest file to read, in megabytes.
-    #[arg(long, value_name = "MB", default_value_t = 8)]
-    max_file_size: u64,
+    /// Largest file to read, in megabytes [default: 8, or `max-file-size` in the configuration].
+    #[arg(long, value_name = "MB")]
+    max_file_size: Option<u64>,
     /// Output format for findings.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     output_format: OutputFormat,
@@ -337,6 +347,10 @@ enum OutputFormat {
     Text,
     /// A JSON array of findings with byte-offset edits.
     Json,
+    /// A SARIF 2.1.0 log (code scanning), with the fixes as replacements.
+    Sarif,
+    /// GitHub Actions annotations (`::warning file=...::message`), one line per finding.
+    Github,
 }
 
 impl From<OutputFormat> for Format {
@@ -344,6 +358,8 @@ impl From<OutputFormat> for Format {
         match f {
             OutputFormat::Text => Format::Text,
             OutputFormat::Json => Format::Json,
+            OutputFormat::Sarif => Format::Sarif,
+            OutputFormat::Github => Format::Github,
         }
     }
 }
@@ -466,8 +482,22 @@ fn report(a: ReportArgs) -> Result<u8> {
 }
 
 fn migrate(a: MigrateArgs) -> Result<u8> {
-    let mut rules = RuleSet::load(&a.rules)?;
-    rules.filter(&a.select, &a.ignore)?;
+    if a.statistics && matches!(a.output_format, OutputFormat::Sarif | OutputFormat::Github) {
+        bail!(
+            "--statistics prints a table, as text or JSON: drop --output-format sarif/github, or use --output-format json"
+        );
+    }
+    use tpuport::port::config;
+    let loaded = config::discover(a.config.as_deref(), a.isolated, &a.paths)?;
+    let overrides = config::Overrides {
+        select: &a.select,
+        ignore: &a.ignore,
+        unsafe_fixes: (a.unsafe_fixes || a.no_unsafe_fixes).then_some(a.unsafe_fixes),
+        max_file_size_mb: a.max_file_size,
+    };
+    let mut rules = RuleSet::load(&config::rule_dirs(loaded.as_ref(), &a.rules))?;
+    let settled = config::settle(loaded.as_ref(), &overrides, &rules)?;
+    rules.filter(&settled.select, &settled.ignore)?;
     if let Some(n) = a.threads {
         rayon::ThreadPoolBuilder::new()
             .num_threads(n.max(1))
@@ -487,12 +517,13 @@ fn migrate(a: MigrateArgs) -> Result<u8> {
         mode,
         format: a.output_format.into(),
         settings: Settings {
-            unsafe_fixes: a.unsafe_fixes,
+            unsafe_fixes: settled.unsafe_fixes,
         },
         no_ignore: a.no_ignore,
-        max_file_size: a.max_file_size.saturating_mul(1_000_000),
+        max_file_size: settled.max_file_size_mb.saturating_mul(1_000_000),
         quiet: a.quiet,
         statistics: a.statistics,
+        exclude: settled.exclude,
     };
     let code = driver::run(&rules, &opts)?;
     Ok(if a.exit_zero && code == driver::EXIT_FINDINGS {

@@ -10,6 +10,7 @@ use anyhow::Result;
 use rayon::prelude::*;
 
 use super::files::{self, FileIssue};
+use super::notebook;
 use super::render;
 use super::{Outcome, RuleIndex, RuleSet, Settings, migrate_source_at};
 
@@ -29,6 +30,10 @@ pub enum Mode {
 pub enum Format {
     Text,
     Json,
+    /// One SARIF 2.1.0 log (see [`sarif`](super::sarif)).
+    Sarif,
+    /// GitHub Actions workflow commands (see [`github`](super::github)).
+    Github,
 }
 
 pub struct Options {
@@ -41,6 +46,8 @@ pub struct Options {
     pub quiet: bool,
     /// Print counts per rule and per family (found, fixed, left) instead of findings and diffs.
     pub statistics: bool,
+    /// `exclude` patterns of the configuration file, applied while walking folders.
+    pub exclude: Option<super::config::Exclude>,
 }
 
 /// Exit statuses of `tpuport migrate`.
@@ -61,6 +68,8 @@ struct FileReport {
 struct Totals {
     scanned: usize,
     parsed: usize,
+    /// Files a `# tpuport: ignore-file` comment exempts.
+    ignored: usize,
     changed: usize,
     errors: usize,
     diagnostics: usize,
@@ -71,7 +80,7 @@ struct Totals {
 pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
     let start = Instant::now();
     let index = RuleIndex::new(rules);
-    let found = files::discover(&opts.paths, opts.no_ignore);
+    let found = files::discover_with(&opts.paths, opts.no_ignore, opts.exclude.as_ref());
     let reports: Vec<FileReport> = found
         .files
         .par_iter()
@@ -90,6 +99,9 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
         if let Some(o) = &r.outcome {
             if !o.skipped {
                 totals.parsed += 1;
+            }
+            if o.ignored {
+                totals.ignored += 1;
             }
             if o.changed() {
                 totals.changed += 1;
@@ -123,7 +135,10 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
     if opts.statistics {
         let rows = render::statistics(rules, &totals.counts);
         match opts.format {
-            Format::Text => out.write_all(render::statistics_text(rules, &rows).as_bytes())?,
+            // The command line refuses --statistics with sarif/github: a table is text or JSON.
+            Format::Text | Format::Sarif | Format::Github => {
+                out.write_all(render::statistics_text(rules, &rows).as_bytes())?
+            }
             Format::Json => {
                 let (by_rule, by_family, total) = &rows;
                 let v = serde_json::json!({
@@ -137,6 +152,10 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
         }
     } else if opts.format == Format::Json {
         serde_json::to_writer_pretty(&mut out, &json_all)?;
+        writeln!(out)?;
+    } else if opts.format == Format::Sarif {
+        let log = super::sarif::log(rules, json_all, &issues, &found.warnings);
+        serde_json::to_writer_pretty(&mut out, &log)?;
         writeln!(out)?;
     }
     out.flush()?;
@@ -183,6 +202,9 @@ fn process(path: &Path, rules: &RuleSet, index: &RuleIndex, opts: &Options) -> F
         }
     };
     let display = path.display().to_string();
+    if notebook::is_notebook(path) {
+        return notebook_report(path, &display, &source, rules, index, opts);
+    }
     let outcome = migrate_source_at(&source.text, Some(path), rules, index, opts.settings);
     let required = opts.settings.required();
     // The first syntax error is the one to fix; the parser's recovery may report follow-ups.
@@ -226,6 +248,20 @@ fn process(path: &Path, rules: &RuleSet, index: &RuleIndex, opts: &Options) -> F
                     .push(serde_json::to_value(d).unwrap_or_default());
             }
         }
+        Format::Sarif => report.json.extend(super::sarif::results(
+            &display,
+            &source.text,
+            &outcome.diagnostics,
+            rules,
+            required,
+        )),
+        Format::Github => report.text.push_str(&super::github::annotations(
+            &display,
+            &source.text,
+            &outcome.diagnostics,
+            rules,
+            required,
+        )),
         Format::Text => {
             if opts.mode != Mode::Diff {
                 report.text.push_str(&render::diagnostics_text_grouped(
@@ -249,20 +285,82 @@ fn process(path: &Path, rules: &RuleSet, index: &RuleIndex, opts: &Options) -> F
     if opts.mode == Mode::Write
         && let Some(new) = &outcome.output
     {
-        let mut bytes = Vec::with_capacity(new.len() + 3);
-        if source.bom {
-            bytes.extend_from_slice(b"\xEF\xBB\xBF");
-        }
-        bytes.extend_from_slice(new.as_bytes());
-        if let Err(e) = files::write_atomic(path, &bytes) {
-            report.issues.push(FileIssue {
-                path: path.to_path_buf(),
-                location: None,
-                message: format!("cannot write: {e}; the file was left as it was"),
-            });
-        }
+        report.issues.extend(write_output(path, source.bom, new));
     }
     report.outcome = Some(outcome);
+    report
+}
+
+/// Write a file's new text (with its BOM back); the issue if that failed.
+fn write_output(path: &Path, bom: bool, new: &str) -> Option<FileIssue> {
+    let mut bytes = Vec::with_capacity(new.len() + 3);
+    if bom {
+        bytes.extend_from_slice(b"\xEF\xBB\xBF");
+    }
+    bytes.extend_from_slice(new.as_bytes());
+    files::write_atomic(path, &bytes).err().map(|e| FileIssue {
+        path: path.to_path_buf(),
+        location: None,
+        message: format!("cannot write: {e}; the file was left as it was"),
+    })
+}
+
+/// [`process`] for a Jupyter notebook (see [`notebook`]).
+fn notebook_report(
+    path: &Path,
+    display: &str,
+    source: &files::Source,
+    rules: &RuleSet,
+    index: &RuleIndex,
+    opts: &Options,
+) -> FileReport {
+    let text_out = opts.format == Format::Text;
+    let view = notebook::View {
+        json: opts.format == Format::Json,
+        findings: text_out && opts.mode != Mode::Diff,
+        diff: text_out && matches!(opts.mode, Mode::Preview | Mode::Diff),
+        show_source: !opts.quiet,
+    };
+    let nb = notebook::process(
+        path,
+        display,
+        &source.text,
+        rules,
+        index,
+        opts.settings,
+        view,
+    );
+    let mut report = FileReport {
+        outcome: None,
+        issues: nb.issues,
+        text: nb.text,
+        json: nb.json,
+        hidden_unsafe: nb.hidden_unsafe,
+    };
+    let required = opts.settings.required();
+    match opts.format {
+        Format::Sarif => report.json.extend(super::sarif::results(
+            display,
+            &source.text,
+            &nb.in_file,
+            rules,
+            required,
+        )),
+        Format::Github => report.text.push_str(&super::github::annotations(
+            display,
+            &source.text,
+            &nb.in_file,
+            rules,
+            required,
+        )),
+        Format::Text | Format::Json => {}
+    }
+    if opts.mode == Mode::Write
+        && let Some(new) = nb.outcome.as_ref().and_then(|o| o.output.as_ref())
+    {
+        report.issues.extend(write_output(path, source.bom, new));
+    }
+    report.outcome = nb.outcome;
     report
 }
 
@@ -282,6 +380,9 @@ fn summary(w: &mut impl Write, t: &Totals, opts: &Options, secs: f64) -> std::io
         "tpuport migrate: {} files scanned ({} parsed), {} {verb}, {} with errors, in {:.2}s",
         t.scanned, t.parsed, t.changed, t.errors, secs
     )?;
+    if t.ignored > 0 {
+        writeln!(w, "  skipped by `# tpuport: ignore-file`: {}", t.ignored)?;
+    }
     if fixed > 0 {
         let word = if opts.mode == Mode::Write {
             "applied"

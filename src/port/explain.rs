@@ -53,6 +53,7 @@ pub fn explain(rules: &RuleSet, id: Option<&str>, all: bool) -> Result<String> {
 /// What a matcher matches, in words.
 fn describe(m: &Matcher) -> String {
     match m {
+        Matcher::Lint(l) => format!("a syntax-tree analysis (`{}`): {}", l.name(), l.describe()),
         Matcher::Call(n) => format!("calls to {}", n.join(", ")),
         Matcher::Reference { exact, prefixes } => {
             let mut all = exact.clone();

@@ -38,6 +38,9 @@ pub struct FileFacts {
     /// Where the file is, to look at its neighbours ([`crate::port::neighbours`]) when a
     /// check needs to know which imported names are CUDA-only.
     pub path: Option<std::path::PathBuf>,
+    /// Rule ids or prefixes a `# tpuport: ignore-file[DEV, AMP003]` comment silences in the
+    /// whole file ([`crate::port::noqa`]).
+    pub ignored_rules: Vec<String>,
 }
 
 impl FileFacts {

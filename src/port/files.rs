@@ -36,7 +36,7 @@ fn issue(path: &Path, message: impl Into<String>) -> FileIssue {
 /// What [`discover`] found.
 #[derive(Debug, Default)]
 pub struct Discovered {
-    /// Python files, sorted, without duplicates.
+    /// Python files and Jupyter notebooks (`.ipynb`), sorted, without duplicates.
     pub files: Vec<PathBuf>,
     /// Errors: the run exits 2.
     pub issues: Vec<FileIssue>,
@@ -48,6 +48,16 @@ pub struct Discovered {
 /// Directories are walked with .gitignore/.ignore rules and hidden files skipped (unless
 /// `no_ignore`); a file named explicitly is always taken.
 pub fn discover(paths: &[PathBuf], no_ignore: bool) -> Discovered {
+    discover_with(paths, no_ignore, None)
+}
+
+/// [`discover`], skipping what the configuration's `exclude` patterns match while walking
+/// folders (a path named on the command line is still taken, as with ruff).
+pub fn discover_with(
+    paths: &[PathBuf],
+    no_ignore: bool,
+    exclude: Option<&crate::port::config::Exclude>,
+) -> Discovered {
     let mut files = vec![];
     let mut issues = vec![];
     let mut warnings = vec![];
@@ -74,11 +84,24 @@ pub fn discover(paths: &[PathBuf], no_ignore: bool) -> Discovered {
             .follow_links(true)
             .require_git(false)
             .standard_filters(!no_ignore)
+            .filter_entry({
+                let exclude = exclude.cloned();
+                move |e| {
+                    let dir = || e.file_type().is_some_and(|t| t.is_dir());
+                    e.depth() == 0
+                        || exclude
+                            .as_ref()
+                            .is_none_or(|x| !x.excluded(e.path(), dir()))
+                }
+            })
             .build();
         for entry in walker {
             match entry {
                 Ok(e) => {
-                    let is_py = e.path().extension().is_some_and(|x| x == "py");
+                    let is_py = e
+                        .path()
+                        .extension()
+                        .is_some_and(|x| x == "py" || x == "ipynb");
                     if is_py && e.file_type().is_some_and(|t| t.is_file()) {
                         files.push(e.into_path());
                     }

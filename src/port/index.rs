@@ -19,6 +19,8 @@ pub struct RuleIndex {
     pub(super) attributes: HashMap<String, Vec<usize>>,
     pub(super) keywords: HashMap<String, Vec<usize>>,
     pub(super) strings: Vec<usize>,
+    /// Rules that run a built-in analysis ([`Matcher::Lint`]).
+    pub(super) lints: Vec<usize>,
     pub(super) roots: HashSet<String>,
     needle_set: Option<AhoCorasick>,
     /// Per rule: all of these groups must be present, each group = any of its needles.
@@ -36,6 +38,7 @@ impl RuleIndex {
             attributes: HashMap::default(),
             keywords: HashMap::default(),
             strings: vec![],
+            lints: vec![],
             roots: set.module_roots(),
             needle_set: None,
             needle_ids: vec![],
@@ -73,6 +76,7 @@ impl RuleIndex {
                     }
                 }
                 Matcher::String { .. } => ix.strings.push(i),
+                Matcher::Lint(_) => ix.lints.push(i),
             }
             let mut groups = vec![];
             for group in &r.needles {

@@ -22,22 +22,28 @@
 //!   removing and retiring imports; [`helpers`]: the `_tpuport_*` functions a fix may call;
 //! - [`render`]: diagnostics and diffs for people and JSON; [`files`] and [`driver`]: walking
 //!   the paths, reading and writing files, the summary; [`tally`]: following findings through
-//!   the fix loop for `--statistics`.
+//!   the fix loop for `--statistics`; [`notebook`]: Jupyter notebooks (code cells as one
+//!   module, IPython lines masked, the JSON layout kept).
 
 pub mod check;
+pub mod config;
 pub mod diagnostic;
 pub mod driver;
 pub mod edit;
 pub mod explain;
 pub mod facts;
 pub mod files;
+pub mod github;
 pub mod helpers;
 pub mod imports;
 pub mod index;
 pub mod neighbours;
+pub mod noqa;
+pub mod notebook;
 pub mod parse;
 pub mod render;
 pub mod rules;
+pub mod sarif;
 pub mod semantic;
 pub mod tally;
 pub mod template;
@@ -98,6 +104,8 @@ pub struct Outcome {
     pub internal_error: Option<String>,
     /// True if no rule could apply and the file was not parsed.
     pub skipped: bool,
+    /// True if a `# tpuport: ignore-file` comment exempts the whole file: nothing was checked.
+    pub ignored: bool,
 }
 
 impl Outcome {
@@ -135,6 +143,18 @@ pub fn migrate_source_at(
     }
     let required = settings.required();
     let parsed = parse::parse(source);
+    // `# tpuport: ignore-file`: looked for only where the words occur (a memchr-speed scan).
+    let exempt = if source.contains("ignore-file") {
+        noqa::file_exemption(source, &parsed.comments)
+    } else {
+        None
+    };
+    if exempt == Some(noqa::Codes::All) {
+        return Outcome {
+            ignored: true,
+            ..Outcome::default()
+        };
+    }
     let sem = Semantic::build(&parsed.module);
     // What the file uses is only collected when an active rule asks about it.
     let mut facts = if rules
@@ -151,6 +171,9 @@ pub fn migrate_source_at(
     facts.program = parsed.module.body.iter().any(facts::runs_as_program);
     facts.path = path.map(|p| p.to_path_buf());
     facts.cuda_only = facts::cuda_only_module(&parsed.module.body, source);
+    if let Some(noqa::Codes::Some(codes)) = &exempt {
+        facts.ignored_rules = codes.iter().map(|c| c.to_string()).collect();
+    }
     let diagnostics = check::check(source, &parsed, &sem, rules, index, &active, &facts);
     let mut out = Outcome {
         syntax_errors: parsed.errors.clone(),

@@ -332,6 +332,25 @@ mod tests {
     }
 
     #[test]
+    fn converted_share_counts_revealed_and_absorbed() {
+        let row = |found, revealed, fixed, left, absorbed| StatRow {
+            found,
+            revealed,
+            fixed,
+            left,
+            absorbed,
+            ..StatRow::default()
+        };
+        assert_eq!(row(10, 5, 13, 2, 0).converted(), Some(86.7));
+        assert_eq!(row(30, 0, 20, 8, 2).converted(), Some(73.3));
+        assert_eq!(row(2, 0, 2, 0, 0).converted(), Some(100.0));
+        assert_eq!(row(2000, 0, 1999, 1, 0).converted(), Some(99.9));
+        assert_eq!(row(2000, 0, 1, 1999, 0).converted(), Some(0.1));
+        assert_eq!(row(4, 0, 0, 4, 0).converted(), Some(0.0));
+        assert_eq!(row(0, 0, 0, 0, 0).converted(), None);
+    }
+
+    #[test]
     fn diff_has_git_headers() {
         let d = unified_diff("x.py", "a\nb\n", "a\nc\n");
         assert!(d.starts_with("--- a/x.py\n+++ b/x.py\n@@"), "{d}");
@@ -351,7 +370,7 @@ pub struct Counts {
 
 /// One row of `--statistics`: a rule or a family, with its counts over all files.
 /// `found + revealed = fixed + left + absorbed` on every row.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct StatRow {
     /// Rule id, family prefix, or "total".
     pub name: String,
@@ -366,6 +385,26 @@ pub struct StatRow {
     pub left: usize,
     /// Findings gone without a fix of their own: another fix removed or rewrote their code.
     pub absorbed: usize,
+    /// The share converted, hipify-style: `(fixed + absorbed) / (found + revealed)` in percent,
+    /// to one decimal; `None` (JSON `null`) when there was nothing to convert. See
+    /// [`StatRow::converted`].
+    pub converted_percent: Option<f64>,
+}
+
+impl StatRow {
+    /// `(fixed + absorbed) / (found + revealed)` in percent, to one decimal: every finding that
+    /// is gone from the result (fixed, or its code rewritten by another fix) over every finding
+    /// (listed or revealed). Not `fixed / found`, which passes 100 % when fixes reveal findings
+    /// (a `torch_xla` import retired once nothing uses it). 100.0 only when nothing is left and
+    /// 0.0 only when nothing was converted (99.96 % shows as 99.9).
+    pub fn converted(&self) -> Option<f64> {
+        let all = self.found + self.revealed;
+        let done = (self.fixed + self.absorbed).min(all);
+        (all > 0).then(|| {
+            let p = (done as f64 * 1000.0 / all as f64).round() / 10.0;
+            if done < all { p.min(99.9) } else { p }.max(if done > 0 { 0.1 } else { 0.0 })
+        })
+    }
 }
 
 /// Per-rule rows (in rule order), per-family rows (in family order) and the total.
@@ -388,6 +427,7 @@ pub fn statistics(rules: &RuleSet, c: &Counts) -> (Vec<StatRow>, Vec<StatRow>, S
             fixed: get(&c.fixed, &r.id),
             left: get(&c.left, &r.id),
             absorbed: get(&c.absorbed, &r.id),
+            converted_percent: None,
         };
         if row.found + row.revealed + row.fixed + row.left + row.absorbed == 0 {
             continue;
@@ -410,6 +450,13 @@ pub fn statistics(rules: &RuleSet, c: &Counts) -> (Vec<StatRow>, Vec<StatRow>, S
             acc.absorbed += row.absorbed;
         }
         by_rule.push(row);
+    }
+    for row in by_rule
+        .iter_mut()
+        .chain(by_family.iter_mut())
+        .chain(std::iter::once(&mut total))
+    {
+        row.converted_percent = row.converted();
     }
     (by_rule, by_family, total)
 }
@@ -437,13 +484,20 @@ pub fn statistics_text(rules: &RuleSet, rows: &(Vec<StatRow>, Vec<StatRow>, Stat
         let _ = writeln!(s, "{:<8}{}  {fix:<7} {name}", r.name, stat_counts(r));
     }
     let _ = writeln!(s);
-    let _ = writeln!(s, "{:<8}{STAT_HEADER}", "family");
+    let _ = writeln!(s, "{:<8}{STAT_HEADER} converted", "family");
     for r in by_family.iter().chain(std::iter::once(total)) {
-        let _ = writeln!(s, "{:<8}{}", r.name, stat_counts(r));
+        let pct = r
+            .converted_percent
+            .map_or("-".to_string(), |p| format!("{p:.1}%"));
+        let _ = writeln!(s, "{:<8}{} {pct:>9}", r.name, stat_counts(r));
     }
     let _ = writeln!(
         s,
         "\nfound + revealed = fixed + left + absorbed (revealed: a fix exposed it; absorbed: another fix removed its code)"
+    );
+    let _ = writeln!(
+        s,
+        "converted = (fixed + absorbed) / (found + revealed): the share that needs no more work"
     );
     s
 }

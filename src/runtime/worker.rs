@@ -45,7 +45,13 @@ pub fn main() -> Result<i32> {
         ffi::PyGILState_Ensure();
         ffi::Py_FinalizeEx();
     }
-    Ok(code)
+    // Then leave without running C++ static destructors: libtorch's (a gloo process group's
+    // threads, still joinable) can abort the process at exit ("terminate called without an
+    // active exception") after the script has finished; its files are closed and flushed by now.
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    unsafe { libc::_exit(code) }
 }
 
 fn initialize(python: &str) -> Result<()> {

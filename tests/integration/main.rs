@@ -5,12 +5,16 @@
 //! checks the house rules of the source tree itself (no import circle, file sizes, layers).
 
 mod architecture;
+mod areas;
 mod cli;
 mod common;
+mod config;
 mod examples;
 mod fixtures;
+mod notebook;
 mod report;
 mod run;
+mod sarif;
 mod sim;
 mod statistics;
 mod tmux;

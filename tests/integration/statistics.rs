@@ -1,8 +1,9 @@
 //! What `tpuport migrate` reports, beyond the findings themselves. `--statistics` adds up: per
-//! rule, family and in total, found + revealed = fixed + left + absorbed, and found is the
-//! number of findings listed, on the bundled examples and the rule fixtures, with and without
-//! --unsafe-fixes (bench/review.sh checks the same on the real-code corpus). A dangling symlink
-//! is a warning; repetitive findings are grouped in the text output only.
+//! rule, family and in total, found + revealed = fixed + left + absorbed, the share converted is
+//! (fixed + absorbed) / (found + revealed), and found is the number of findings listed, on the
+//! bundled examples and the rule fixtures, with and without --unsafe-fixes (bench/review.sh
+//! checks the same on the real-code corpus). A dangling symlink is a warning; repetitive
+//! findings are grouped in the text output only.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -56,6 +57,20 @@ fn check_rows(stats: &Value) -> BTreeMap<String, u64> {
             n(row, "fixed") + n(row, "left") + n(row, "absorbed"),
             "does not add up: {row}"
         );
+        // The share converted: (fixed + absorbed) / (found + revealed), to one decimal.
+        let all = n(row, "found") + n(row, "revealed");
+        let done = n(row, "fixed") + n(row, "absorbed");
+        match row["converted_percent"].as_f64() {
+            Some(p) => {
+                let exact = done as f64 * 100.0 / all as f64;
+                assert!(
+                    (p - exact).abs() <= 0.1 && (0.0..=100.0).contains(&p),
+                    "{row}"
+                );
+                assert_eq!(p == 100.0, done == all, "{row}");
+            }
+            None => assert_eq!(all, 0, "{row}"),
+        }
     }
     for row in rows {
         found.insert(row["name"].as_str().unwrap().to_string(), n(row, "found"));
@@ -130,6 +145,15 @@ fn the_text_table_names_every_column() {
     }
     assert!(
         text.contains("found + revealed = fixed + left + absorbed"),
+        "{text}"
+    );
+    // The family table and the total carry the share converted, as a percentage.
+    let family = text.lines().find(|l| l.starts_with("family")).unwrap();
+    assert!(family.ends_with(" converted"), "{family}");
+    let total = text.lines().find(|l| l.starts_with("total")).unwrap();
+    assert!(total.ends_with('%'), "{total}");
+    assert!(
+        text.contains("converted = (fixed + absorbed) / (found + revealed)"),
         "{text}"
     );
 }

@@ -35,6 +35,7 @@ mod flow;
 mod foreign;
 mod guard;
 mod library;
+mod lints;
 mod named;
 mod names;
 mod params;
@@ -106,6 +107,7 @@ pub fn check(
     for stmt in &parsed.module.body {
         c.visit_stmt(stmt);
     }
+    c.run_lints();
     let mut diags = c.finish();
     if let Some(name) = facts.framework_own {
         facts::demote_in_framework(&mut diags, name);

@@ -51,7 +51,8 @@ impl<'a> Checker<'a> {
                 self.is_active(*i)
                     && match &self.rule(*i).matcher {
                         Matcher::Keyword { calls, .. } => {
-                            calls.is_empty() || q.as_ref().is_some_and(|q| calls.contains(q))
+                            (calls.is_empty() || q.as_ref().is_some_and(|q| calls.contains(q)))
+                                && self.keyword_when_holds(*i, kw)
                         }
                         _ => false,
                     }
@@ -106,6 +107,26 @@ impl<'a> Checker<'a> {
                     None => l == a,
                 })
             })
+        })
+    }
+
+    /// Does a keyword argument fit its rule's `match.when` (the keyword's value one of the
+    /// listed literals: a string by its text, anything else by its source)?
+    fn keyword_when_holds(&self, i: usize, kw: &'a ast::Keyword) -> bool {
+        let Some(allowed) = kw
+            .arg
+            .as_ref()
+            .and_then(|n| self.rule(i).when.get(n.as_str()))
+        else {
+            return true;
+        };
+        let text = match &kw.value {
+            Expr::StringLiteral(s) => s.value.to_str(),
+            v => self.text(v.range()),
+        };
+        allowed.iter().any(|a| match a.strip_suffix('*') {
+            Some(prefix) => text.starts_with(prefix),
+            None => text == a,
         })
     }
 

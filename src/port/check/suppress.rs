@@ -1,41 +1,44 @@
-//! `# tpuport: ignore` comments: a finding on a line that carries one is dropped.
+//! Suppression comments (`# noqa`, `# tpuport: ignore`, `# tpuport: ignore-file[...]`): a
+//! finding they name is dropped, with its fix. The comments are read by [`crate::port::noqa`].
 
 use ruff_text_size::Ranged;
 
 use super::Checker;
 use crate::port::diagnostic::Diagnostic;
+use crate::port::noqa;
 
 impl<'a> Checker<'a> {
-    /// `# tpuport: ignore` (all rules) or `# tpuport: ignore[DEV001, CUD004]` on the line where
-    /// a finding starts silences it.
+    /// A `# noqa`, `# noqa: DEV001`, `# tpuport: noqa: DEV`, `# tpuport: ignore` or
+    /// `# tpuport: ignore[DEV001, CUD004]` comment on the line where a finding starts (see
+    /// [`noqa::comment_lines`] for continued lines and multi-line strings), or a
+    /// `# tpuport: ignore-file[...]` naming its rule, silences it.
     pub(super) fn suppressed(&self, d: &Diagnostic) -> bool {
-        let start = usize::from(d.range.start());
-        let line_start = self.src[..start].rfind('\n').map(|i| i + 1).unwrap_or(0);
-        let line_end = self.src[start..]
-            .find('\n')
-            .map(|i| i + start)
-            .unwrap_or(self.src.len());
-        let first = self
-            .parsed
-            .comments
-            .partition_point(|c| usize::from(c.start()) < line_start);
-        self.parsed.comments[first..]
+        let rule = &self.rules.rules[d.rule];
+        if self
+            .facts
+            .ignored_rules
             .iter()
-            .take_while(|c| usize::from(c.start()) < line_end)
-            .any(|c| {
-                let text = &self.src[*c];
-                let Some(rest) = text.split("tpuport: ignore").nth(1) else {
-                    return false;
-                };
-                match rest.trim_start().strip_prefix('[') {
-                    None => true,
-                    Some(list) => list
-                        .split(']')
-                        .next()
-                        .unwrap_or("")
-                        .split(',')
-                        .any(|id| id.trim() == self.rules.rules[d.rule].id),
-                }
+            .any(|c| noqa::code_matches(c, &rule.id, &rule.family))
+        {
+            return true;
+        }
+        if self.parsed.comments.is_empty() {
+            return false;
+        }
+        noqa::comment_lines(self.src, d.range)
+            .into_iter()
+            .any(|(line_start, line_end)| {
+                let first = self
+                    .parsed
+                    .comments
+                    .partition_point(|c| usize::from(c.start()) < line_start);
+                self.parsed.comments[first..]
+                    .iter()
+                    .take_while(|c| usize::from(c.start()) < line_end)
+                    .any(|c| {
+                        noqa::line_codes(&self.src[*c])
+                            .is_some_and(|codes| codes.covers(&rule.id, &rule.family))
+                    })
             })
     }
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use anyhow::{Result, anyhow, bail};
 use regex::Regex;
 
-use super::model::{Action, Matcher, Note, PositionPattern, Rule};
+use super::model::{Action, Lint, Matcher, Note, PositionPattern, Rule};
 use super::schema::{ActionDef, FixClass, NoteWhere, RemoveKind, RenameDef, RuleDef, StringForm};
 
 fn glob_to_regex(glob: &str) -> Result<Regex, String> {
@@ -54,6 +54,7 @@ pub(super) fn compile_rule(
         m.attribute.is_some(),
         m.string.is_some(),
         m.keyword.is_some(),
+        m.lint.is_some(),
     ]
     .iter()
     .filter(|b| **b)
@@ -61,11 +62,23 @@ pub(super) fn compile_rule(
     let calls_as_filter = m.keyword.is_some() && m.call.is_some();
     if kinds != 1 && !(calls_as_filter && kinds == 2) {
         bail!(
-            "[rule.match] needs exactly one of `call`, `reference`, `method`, `attribute`, `keyword` (optionally with `call` as a filter) or `string`"
+            "[rule.match] needs exactly one of `lint`, `call`, `reference`, `method`, `attribute`, `keyword` (optionally with `call` as a filter) or `string`"
         );
     }
     let mut needles: Vec<String> = vec![];
-    let matcher = if let Some(names) = m.keyword {
+    let matcher = if let Some(name) = &m.lint {
+        let Some(lint) = Lint::from_name(name) else {
+            let known: Vec<&str> = Lint::ALL.iter().map(|(n, ..)| *n).collect();
+            bail!(
+                "unknown lint `{name}`; built-in lints: {}",
+                known.join(", ")
+            );
+        };
+        if def.fix != FixClass::Manual {
+            bail!("a `lint` rule reports only: use fix = \"manual\"");
+        }
+        Matcher::Lint(lint)
+    } else if let Some(names) = m.keyword {
         needles.extend(names.iter().cloned());
         Matcher::Keyword {
             names,
@@ -160,8 +173,18 @@ pub(super) fn compile_rule(
     needles.dedup();
 
     let when = m.when.clone();
-    if !when.is_empty() && !matches!(matcher, Matcher::Call(_)) {
-        bail!("`match.when` needs a `match.call` rule");
+    // A keyword rule's `when` names the keyword itself: `dynamic = ["True"]`.
+    let keyword_when = match &matcher {
+        Matcher::Keyword { names, .. } => {
+            if let Some(k) = when.keys().find(|k| !names.contains(*k)) {
+                bail!("`match.when` names `{k}`, which is not one of the matched keywords");
+            }
+            true
+        }
+        _ => false,
+    };
+    if !when.is_empty() && !keyword_when && !matches!(matcher, Matcher::Call(_)) {
+        bail!("`match.when` needs a `match.call` or `match.keyword` rule");
     }
     let receiver = m
         .receiver
@@ -170,7 +193,7 @@ pub(super) fn compile_rule(
 
     let act = def.action.unwrap_or_default();
     let params = act.params.clone().unwrap_or_default();
-    if let Some(p) = when.keys().find(|p| !params.contains(*p)) {
+    if let Some(p) = when.keys().find(|p| !keyword_when && !params.contains(*p)) {
         bail!("`match.when` names `{p}`, which is not one of the action's `params`");
     }
     let action = compile_action(&act, &matcher)?;

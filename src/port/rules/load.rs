@@ -31,6 +31,13 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("rules/STM.toml", include_str!("../../../rules/STM.toml")),
     ("rules/OPS.toml", include_str!("../../../rules/OPS.toml")),
     ("rules/AMP.toml", include_str!("../../../rules/AMP.toml")),
+    ("rules/PROF.toml", include_str!("../../../rules/PROF.toml")),
+    ("rules/CMP.toml", include_str!("../../../rules/CMP.toml")),
+    ("rules/DYN.toml", include_str!("../../../rules/DYN.toml")),
+    ("rules/PERF.toml", include_str!("../../../rules/PERF.toml")),
+    ("rules/ATN.toml", include_str!("../../../rules/ATN.toml")),
+    ("rules/KRN.toml", include_str!("../../../rules/KRN.toml")),
+    ("rules/LIB.toml", include_str!("../../../rules/LIB.toml")),
 ];
 
 /// A problem in a rule file, located as precisely as we can.

@@ -19,7 +19,7 @@ pub mod schema;
 
 pub use compile::placeholders;
 pub use load::{BUILTIN, RuleError};
-pub use model::{Action, Helper, Matcher, Note, PositionPattern, Rule, RuleFile, RuleSet};
+pub use model::{Action, Helper, Lint, Matcher, Note, PositionPattern, Rule, RuleFile, RuleSet};
 pub use schema::{
     ArgKind, ConvertDef, Example, FixClass, NoteWhere, RemoveKind, StringForm, UnwrapKind,
 };

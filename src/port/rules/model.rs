@@ -23,8 +23,115 @@ pub struct Note {
     pub only_in_loop: bool,
 }
 
+/// A syntax-tree analysis built into tpuport, named by a rule file (`match.lint = "NAME"`): the
+/// file gives the id, message and advice, `port::check::lints` finds the places.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lint {
+    /// Device-to-host copies (`.item()`, `.cpu()`, `print(loss)`) in a training loop.
+    HostSyncInLoop,
+    /// A module defining 2-D/3-D convolutions with no `channels_last` anywhere.
+    ConvWithoutChannelsLast,
+    /// `nonzero`, `argwhere`, one-argument `where` in compiled code.
+    NonzeroInCompiled,
+    /// Boolean-mask reads and `masked_select` in compiled code.
+    MaskReadInCompiled,
+    /// `unique`, `bincount` without `minlength`, `repeat_interleave` by a tensor, in compiled code.
+    UniqueInCompiled,
+    /// `.item()`, `.tolist()` and tensor truth tests in compiled code.
+    HostValueInCompiled,
+    /// Rank-dependent branches in compiled or `spmd_safe` code.
+    RankBranchInCompiled,
+    /// Padding to the longest sequence of each batch.
+    VariablePadding,
+    /// A shuffled training loader that keeps its last, smaller batch.
+    PartialLastBatch,
+    /// float16 casts: `.half()`, `dtype=torch.float16`.
+    HalfPrecision,
+}
+
+impl Lint {
+    /// Every lint: its name in rule files and what it finds.
+    pub const ALL: [(&'static str, Lint, &'static str); 10] = [
+        (
+            "host-sync-in-loop",
+            Lint::HostSyncInLoop,
+            "device-to-host copies in a loop that calls .backward() (not under a periodic `if step % N` test)",
+        ),
+        (
+            "conv-without-channels-last",
+            Lint::ConvWithoutChannelsLast,
+            "classes building 2-D/3-D convolutions, and torchvision/timm models, in a file that never uses channels_last",
+        ),
+        (
+            "nonzero-in-compiled",
+            Lint::NonzeroInCompiled,
+            "nonzero/argwhere/one-argument where in functions compiled with torch.compile",
+        ),
+        (
+            "mask-read-in-compiled",
+            Lint::MaskReadInCompiled,
+            "boolean-mask reads and masked_select in compiled functions",
+        ),
+        (
+            "unique-in-compiled",
+            Lint::UniqueInCompiled,
+            "unique, bincount without minlength, repeat_interleave by a tensor, in compiled functions",
+        ),
+        (
+            "host-value-in-compiled",
+            Lint::HostValueInCompiled,
+            ".item()/.tolist() and tensor truth tests in compiled functions",
+        ),
+        (
+            "rank-branch-in-compiled",
+            Lint::RankBranchInCompiled,
+            "branches on the process rank in compiled or spmd_safe functions",
+        ),
+        (
+            "variable-padding",
+            Lint::VariablePadding,
+            "tokenizer calls padding to the longest sequence, and pad_sequence",
+        ),
+        (
+            "partial-last-batch",
+            Lint::PartialLastBatch,
+            "shuffled DataLoaders without drop_last=True in files with a training loop",
+        ),
+        (
+            "half-precision",
+            Lint::HalfPrecision,
+            ".half() and float16 dtypes given to .to(), dtype= or torch_dtype=",
+        ),
+    ];
+
+    pub fn from_name(name: &str) -> Option<Lint> {
+        Lint::ALL
+            .iter()
+            .find(|(n, ..)| *n == name)
+            .map(|(_, l, _)| *l)
+    }
+
+    pub fn name(self) -> &'static str {
+        Lint::ALL
+            .iter()
+            .find(|(_, l, _)| *l == self)
+            .map(|(n, ..)| *n)
+            .unwrap_or("")
+    }
+
+    pub fn describe(self) -> &'static str {
+        Lint::ALL
+            .iter()
+            .find(|(_, l, _)| *l == self)
+            .map(|(.., d)| *d)
+            .unwrap_or("")
+    }
+}
+
 #[derive(Debug)]
 pub enum Matcher {
+    /// A built-in syntax-tree analysis ([`Lint`]).
+    Lint(Lint),
     /// A call whose callee resolves to one of these qualified names.
     Call(Vec<String>),
     /// A reference (name or attribute chain) resolving to one of these; `prefix.*` matches any

@@ -145,6 +145,8 @@ pub(super) struct RuleDef {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct MatchDef {
+    /// A built-in syntax-tree analysis by name (`"host-sync-in-loop"`): manual rules only.
+    pub(super) lint: Option<String>,
     pub(super) call: Option<Vec<String>>,
     pub(super) reference: Option<Vec<String>>,
     pub(super) method: Option<Vec<String>>,

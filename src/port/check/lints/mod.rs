@@ -1,0 +1,173 @@
+//! Lints that are analyses of the syntax tree rather than matches of one name (`match.lint` in a
+//! rule file): the rule file gives the id, message and advice; these find the places.
+//!
+//! `loops.rs`: training loops (a `for`/`while` whose body calls `.backward()`) and the host
+//! syncs in them, shuffled loaders that keep a partial last batch; `compiled.rs`: which functions
+//! `torch.compile` traces, and the data-dependent shapes, host reads and rank branches in them;
+//! `model.rs`: convolutional networks without channels-last, float16 casts, padding to the
+//! longest sequence. Every finding is manual: the advice says what to change.
+
+mod compiled;
+mod loops;
+mod model;
+
+use ruff_python_ast::visitor::source_order::{SourceOrderVisitor, TraversalSignal, walk_expr};
+use ruff_python_ast::{self as ast, AnyNodeRef, Expr, Stmt};
+use ruff_text_size::TextRange;
+
+use super::Checker;
+use crate::port::diagnostic::Diagnostic;
+use crate::port::rules::{Lint, Matcher};
+
+/// One place a lint found, with the words that fill the rule message's `{detail}`.
+pub(super) struct Found {
+    pub range: TextRange,
+    pub detail: String,
+}
+
+impl Found {
+    fn at(range: TextRange) -> Found {
+        Found {
+            range,
+            detail: String::new(),
+        }
+    }
+}
+
+impl<'a> Checker<'a> {
+    /// Run every active lint rule over the module and add its findings.
+    pub(super) fn run_lints(&mut self) {
+        let ids: Vec<usize> = self
+            .index
+            .lints
+            .iter()
+            .copied()
+            .filter(|i| self.is_active(*i))
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
+        let mut compiled: Option<compiled::Compiled<'a>> = None;
+        let mut training: Option<loops::Training<'a>> = None;
+        for i in ids {
+            let Matcher::Lint(lint) = self.rule(i).matcher else {
+                continue;
+            };
+            let found = match lint {
+                Lint::HostSyncInLoop => {
+                    let t = training.get_or_insert_with(|| loops::Training::of(self));
+                    t.host_syncs(self)
+                }
+                Lint::PartialLastBatch => {
+                    let t = training.get_or_insert_with(|| loops::Training::of(self));
+                    t.partial_batches(self)
+                }
+                Lint::ConvWithoutChannelsLast => model::conv_nets(self),
+                Lint::HalfPrecision => model::half_casts(self),
+                Lint::VariablePadding => model::variable_padding(self),
+                Lint::NonzeroInCompiled
+                | Lint::MaskReadInCompiled
+                | Lint::UniqueInCompiled
+                | Lint::HostValueInCompiled
+                | Lint::RankBranchInCompiled => {
+                    let c = compiled.get_or_insert_with(|| compiled::Compiled::of(self));
+                    c.find(self, lint)
+                }
+            };
+            let rule = self.rule(i);
+            for f in found {
+                let message = self
+                    .message(rule, None, f.range)
+                    .replace("{detail}", &f.detail);
+                self.diags.push(Diagnostic {
+                    rule: i,
+                    range: f.range,
+                    message,
+                    fix: None,
+                    note: None,
+                });
+            }
+        }
+    }
+
+    /// The qualified name of a call's callee (`torch.nonzero`), resolved through imports.
+    fn callee(&self, call: &ast::ExprCall) -> Option<String> {
+        self.sem.qualified_name(&call.func)
+    }
+
+    /// `x.name(...)` on a value (not on an imported module): the method's name.
+    fn method_name<'b>(&self, call: &'b ast::ExprCall) -> Option<&'b str> {
+        match call.func.as_ref() {
+            Expr::Attribute(a) if !self.sem.root_is_import(&a.value) => Some(a.attr.as_str()),
+            _ => None,
+        }
+    }
+}
+
+/// Visit every node under `body` in source order with its ancestors (from `body`'s level down).
+/// Nested functions, classes and lambdas are visited but not entered unless `nested`.
+pub(super) fn walk<'a>(
+    body: &'a [Stmt],
+    nested: bool,
+    f: &mut dyn FnMut(AnyNodeRef<'a>, &[AnyNodeRef<'a>]),
+) {
+    struct W<'a, 'f> {
+        stack: Vec<AnyNodeRef<'a>>,
+        nested: bool,
+        f: &'f mut dyn FnMut(AnyNodeRef<'a>, &[AnyNodeRef<'a>]),
+    }
+    fn closed(node: AnyNodeRef) -> bool {
+        matches!(
+            node,
+            AnyNodeRef::StmtFunctionDef(_)
+                | AnyNodeRef::StmtClassDef(_)
+                | AnyNodeRef::ExprLambda(_)
+        )
+    }
+    impl<'a> SourceOrderVisitor<'a> for W<'a, '_> {
+        fn enter_node(&mut self, node: AnyNodeRef<'a>) -> TraversalSignal {
+            (self.f)(node, &self.stack);
+            if !self.nested && closed(node) {
+                return TraversalSignal::Skip;
+            }
+            self.stack.push(node);
+            TraversalSignal::Traverse
+        }
+        fn leave_node(&mut self, node: AnyNodeRef<'a>) {
+            if self.nested || !closed(node) {
+                self.stack.pop();
+            }
+        }
+    }
+    let mut w = W {
+        stack: vec![],
+        nested,
+        f,
+    };
+    for stmt in body {
+        w.visit_stmt(stmt);
+    }
+}
+
+/// Does any expression within `expr` (itself included) satisfy `pred`?
+pub(super) fn any_in(expr: &Expr, pred: &mut dyn FnMut(&Expr) -> bool) -> bool {
+    struct A<'p> {
+        pred: &'p mut dyn FnMut(&Expr) -> bool,
+        hit: bool,
+    }
+    impl<'a> SourceOrderVisitor<'a> for A<'_> {
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            if self.hit {
+                return;
+            }
+            if (self.pred)(expr) {
+                self.hit = true;
+                return;
+            }
+            walk_expr(self, expr);
+        }
+    }
+    let mut a = A { pred, hit: false };
+    a.visit_expr(expr);
+    a.hit
+}
