@@ -14,6 +14,8 @@
 //!   kernels, slow-path warnings about them).
 //! - rewrites of CUDA's own AMP APIs (`torch.cuda.amp.*`, `get_autocast_gpu_dtype`): a
 //!   library's autocast query or scaler serves its CUDA users too (`timm`'s old-PyTorch fallback to `get_autocast_gpu_dtype()`);
+//! - torch.compile's backend, `mode=`, Inductor settings and CUDA-graph step markers (CMP):
+//!   Inductor also compiles for the host, and the library's CUDA users rely on them;
 //! - a device in a function whose CUDA check stays (the check and the device go together),
 //!   or in a function that imports an optional package on demand and most likely hands it the
 //!   device (`from sinq.sinqlinear_hf import SINQLinear` in `replace_with_sinq_linear(...,
@@ -46,6 +48,11 @@ const CHECK_NOTE: &str = "unsafe: a CUDA check in a library module decides for e
 const AMP_NOTE: &str = "unsafe: in a library module, autocast and its scaler serve CUDA users \
     too (an old-PyTorch fallback, a CUDA branch); asking about the TPU there changes what they \
     get: port it where the program chooses its precision";
+
+const COMPILE_NOTE: &str = "unsafe: in a library module, torch.compile's backend, mode and \
+    Inductor settings serve the library's CUDA and CPU users too (Inductor also compiles for \
+    the host, and CUDA graphs need their step markers); change them where the program compiles \
+    for the TPU";
 
 const WITH_CHECK_NOTE: &str = "unsafe: this library function also asks whether CUDA is \
     available, and that check is not rewritten in safe mode; a TPU device next to it would mix \
@@ -168,10 +175,11 @@ pub(super) fn keep_library_settings(
         let r = &rules.rules[d.rule];
         r.family == "AMP" && r.when.is_empty()
     };
-    if !diags
-        .iter()
-        .any(|d| safe(d) && (setting(d) || backend(d) || check(d) || device(d) || amp(d)))
-    {
+    // torch.compile's backend, mode and Inductor settings (CMP).
+    let compile = |d: &Diagnostic| rules.rules[d.rule].family == "CMP";
+    if !diags.iter().any(|d| {
+        safe(d) && (setting(d) || backend(d) || check(d) || device(d) || amp(d) || compile(d))
+    }) {
         return;
     }
     let mut compares = Compares::default();
@@ -185,6 +193,8 @@ pub(super) fn keep_library_settings(
             CHECK_NOTE
         } else if amp(d) {
             AMP_NOTE
+        } else if compile(d) {
+            COMPILE_NOTE
         } else if backend(d) && compares.compares.iter().any(|c| c.contains_range(d.range)) {
             COMPARE_NOTE
         } else {
