@@ -65,7 +65,7 @@ impl<'a> Compiled<'a> {
                 }
             }
             AnyNodeRef::ExprCall(call) => {
-                if c.callee(call).as_deref() == Some("torch.compile") {
+                if c.callee_named(call, &["compile"]).as_deref() == Some("torch.compile") {
                     if let Some(a) = call.arguments.find_argument_value("model", 0) {
                         compiled_args.push(a);
                     }

@@ -90,9 +90,31 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// The qualified name of a call's callee (`torch.nonzero`), resolved through imports.
+    /// The qualified name of a call's callee (`torch.nonzero`), resolved through imports. Only
+    /// chains rooted in an imported name can resolve, so the rest costs one set lookup.
     fn callee(&self, call: &ast::ExprCall) -> Option<String> {
+        let mut e = call.func.as_ref();
+        loop {
+            match e {
+                Expr::Attribute(a) => e = &a.value,
+                Expr::Name(n) if self.import_names.contains(n.id.as_str()) => break,
+                _ => return None,
+            }
+        }
         self.sem.qualified_name(&call.func)
+    }
+
+    /// [`Checker::callee`] for calls whose last name is one of `last` (checked first, cheaply).
+    fn callee_named(&self, call: &ast::ExprCall, last: &[&str]) -> Option<String> {
+        let name = match call.func.as_ref() {
+            Expr::Attribute(a) => a.attr.as_str(),
+            Expr::Name(n) => n.id.as_str(),
+            _ => return None,
+        };
+        if !last.contains(&name) {
+            return None;
+        }
+        self.callee(call)
     }
 
     /// `x.name(...)` on a value (not on an imported module): the method's name.

@@ -19,6 +19,17 @@ const CONVS: [&str; 8] = [
     "torch.nn.modules.conv.Conv3d",
 ];
 
+/// The last names of [`CONVS`], and timm's model factory.
+const CONV_NAMES: [&str; 7] = [
+    "Conv2d",
+    "Conv3d",
+    "ConvTranspose2d",
+    "ConvTranspose3d",
+    "LazyConv2d",
+    "LazyConv3d",
+    "create_model",
+];
+
 /// torchvision functions under `torchvision.models` that are not model builders.
 const NOT_BUILDERS: [&str; 4] = [
     "get_weight",
@@ -42,13 +53,21 @@ pub(super) fn conv_nets(c: &Checker) -> Vec<Found> {
     if c.src.contains("channels_last") {
         return vec![];
     }
+    let torchvision = c.src.contains("torchvision");
     // (where, what) per class or model, in source order.
     let mut places: Vec<(ruff_text_size::TextRange, String)> = vec![];
     walk(&c.parsed.module.body, true, &mut |node, stack| {
         let AnyNodeRef::ExprCall(call) = node else {
             return;
         };
-        let Some(q) = c.callee(call) else { return };
+        // Resolve only what can match: a conv class by its last name, `timm.create_model`, and
+        // (in files that mention torchvision) any imported call.
+        let q = if torchvision {
+            c.callee(call)
+        } else {
+            c.callee_named(call, &CONV_NAMES)
+        };
+        let Some(q) = q else { return };
         let what = if CONVS.contains(&q.as_str()) {
             let class = stack.iter().rev().find_map(|a| match a {
                 AnyNodeRef::StmtClassDef(k) => Some(k.name.as_str()),
@@ -114,11 +133,10 @@ pub(super) fn half_casts(c: &Checker) -> Vec<Found> {
             }
             _ => {}
         }
-        if c.callee(call)
-            .is_some_and(|q| AUTOCASTS.contains(&q.as_str()))
-        {
-            return;
-        }
+        let autocast = || {
+            c.callee_named(call, &["autocast"])
+                .is_some_and(|q| AUTOCASTS.contains(&q.as_str()))
+        };
         for kw in &args.keywords {
             let Some(name) = kw.arg.as_ref().map(|a| a.as_str()) else {
                 continue;
@@ -130,7 +148,7 @@ pub(super) fn half_casts(c: &Checker) -> Vec<Found> {
                 }
                 _ => false,
             };
-            if half {
+            if half && !autocast() {
                 out.push(Found::at(kw.range()));
             }
         }
@@ -146,7 +164,7 @@ pub(super) fn variable_padding(c: &Checker) -> Vec<Found> {
         let AnyNodeRef::ExprCall(call) = node else {
             return;
         };
-        let q = c.callee(call);
+        let q = c.callee_named(call, &["pad_sequence", "DataCollatorWithPadding"]);
         if q.as_deref() == Some("torch.nn.utils.rnn.pad_sequence") {
             out.push(Found::at(call.range()));
             return;
