@@ -166,6 +166,19 @@ pub(super) fn compile_rule(
         }
         needles.extend(common);
     }
+    // Segments that nearly every PyTorch file spells many times (`torch`, `nn`, `utils`) tell the
+    // prefilter nothing and cost a match each: the rarer segments decide.
+    // (A rule keeps its longest segment if none is rarer.)
+    let rare: Vec<String> = needles
+        .iter()
+        .filter(|n| !["torch", "nn", "utils", "functional", "F"].contains(&n.as_str()))
+        .cloned()
+        .collect();
+    if !rare.is_empty() {
+        needles = rare;
+    } else if let Some(longest) = needles.iter().max_by_key(|n| n.len()).cloned() {
+        needles = vec![longest];
+    }
     if let Some(n) = def.needles {
         needles = n;
     }
