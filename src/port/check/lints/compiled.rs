@@ -15,9 +15,9 @@ use super::{Found, any_in, walk};
 use crate::port::check::Checker;
 use crate::port::rules::Lint;
 
-/// Names and attributes that hold the process rank.
-const RANK_NAMES: [&str; 10] = [
-    "rank",
+/// Names and attributes that hold the process rank, or whether it is the first. A bare `rank`
+/// (also a matrix rank, as in LoRA) counts only compared with 0 or negated.
+const RANK_NAMES: [&str; 9] = [
     "local_rank",
     "global_rank",
     "is_master",
@@ -359,9 +359,22 @@ fn rank_branch(c: &Checker, node: AnyNodeRef) -> Option<TextRange> {
         AnyNodeRef::ExprIf(i) => &i.test,
         _ => return None,
     };
+    let bare_rank = |e: &Expr| match e {
+        Expr::Name(n) => n.id.as_str() == "rank",
+        Expr::Attribute(a) => a.attr.as_str() == "rank",
+        _ => false,
+    };
+    let zero = |e: &Expr| matches!(e, Expr::NumberLiteral(n) if matches!(&n.value, ast::Number::Int(i) if *i == ast::Int::ZERO));
     let rank = any_in(test, &mut |e| match e {
         Expr::Name(n) => RANK_NAMES.contains(&n.id.as_str()),
         Expr::Attribute(a) => RANK_NAMES.contains(&a.attr.as_str()),
+        Expr::Compare(cmp) => {
+            let sides: Vec<&Expr> = std::iter::once(cmp.left.as_ref())
+                .chain(cmp.comparators.iter())
+                .collect();
+            sides.iter().any(|s| bare_rank(s)) && sides.iter().any(|s| zero(s))
+        }
+        Expr::UnaryOp(u) => u.op == ast::UnaryOp::Not && bare_rank(&u.operand),
         Expr::Call(call) => {
             c.callee(call).is_some_and(|q| q.ends_with("get_rank"))
                 || matches!(

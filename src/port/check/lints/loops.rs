@@ -59,6 +59,11 @@ impl<'a> Training<'a> {
         Training { loops }
     }
 
+    /// Whether the module has a training loop.
+    pub(super) fn trains(&self) -> bool {
+        !self.loops.is_empty()
+    }
+
     /// Device-to-host copies that run on every step.
     pub(super) fn host_syncs(&self, c: &Checker<'a>) -> Vec<Found> {
         let mut out = vec![];

@@ -64,7 +64,16 @@ impl<'a> Checker<'a> {
                 }
                 Lint::ConvWithoutChannelsLast => model::conv_nets(self),
                 Lint::HalfPrecision => model::half_casts(self),
-                Lint::VariablePadding => model::variable_padding(self),
+                // Padding matters where batches are fed to a model: in programs and in modules
+                // that train (a library pipeline pads prompts to check their length).
+                Lint::VariablePadding => {
+                    let t = training.get_or_insert_with(|| loops::Training::of(self));
+                    if self.facts.program || t.trains() {
+                        model::variable_padding(self)
+                    } else {
+                        vec![]
+                    }
+                }
                 Lint::NonzeroInCompiled
                 | Lint::MaskReadInCompiled
                 | Lint::UniqueInCompiled
