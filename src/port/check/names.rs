@@ -195,13 +195,22 @@ impl<'a> Checker<'a> {
             _ => None,
         };
         let Some(q) = q else { return };
+        let call = match self.stack.last() {
+            Some(AnyNodeRef::ExprCall(c)) if c.func.range() == range => Some(*c),
+            _ => None,
+        };
+        // A replacement for a bare name (`@custom_fwd` → `custom_fwd(device_type=...)`) does not
+        // apply where the name is called: a call rule handles that form.
+        let fits = |i: usize| {
+            call.is_none()
+                || !matches!(
+                    self.rule(i).action,
+                    Some(crate::port::rules::Action::Replace(_))
+                )
+        };
         if let Some(ids) = self.index.refs.get(&q)
-            && let Some(&i) = ids.iter().find(|i| self.is_active(**i))
+            && let Some(&i) = ids.iter().find(|i| self.is_active(**i) && fits(**i))
         {
-            let call = match self.stack.last() {
-                Some(AnyNodeRef::ExprCall(c)) if c.func.range() == range => Some(*c),
-                _ => None,
-            };
             self.emit(Match {
                 rule: i,
                 range,
