@@ -33,6 +33,10 @@ enum Command {
     Migrate(MigrateArgs),
     /// Explain a rule (its message, advice, fix class and example), or list them all.
     Rule(RuleArgs),
+    /// Check your own rule files against their fixtures: every rule in DIR/*.toml flags its
+    /// fixture (DIR/tests/ID.py), leaves the near misses after its `# OK` line alone, migrates
+    /// it to code that parses, idempotently, and to DIR/tests/ID.fixed.py where that exists.
+    TestRules(TestRulesArgs),
     /// Run a script under TorchTPU (or the sim/host target) and stream what happens in it.
     ///
     /// Steps, compiles and recompiles with their reasons, memory and host syncs are written to
@@ -376,11 +380,28 @@ struct RuleArgs {
     rules: Vec<PathBuf>,
 }
 
+#[derive(Args)]
+struct TestRulesArgs {
+    /// The folder holding your *.toml rule files (and their fixtures, or in tests/).
+    dir: PathBuf,
+    /// Write each fixture's safe migration to ID.fixed.py (review the diff, then commit it).
+    #[arg(long)]
+    update: bool,
+}
+
+fn test_rules(a: TestRulesArgs) -> Result<u8> {
+    let reports = tpuport::port::testrules::run(&a.dir, a.update)?;
+    let (text, ok) = tpuport::port::testrules::render(&reports);
+    print!("{text}");
+    Ok(if ok { 0 } else { 1 })
+}
+
 pub fn run() -> Result<u8> {
     let cli = Cli::parse();
     match cli.command {
         Command::Migrate(a) => migrate(a),
         Command::Rule(a) => rule(a),
+        Command::TestRules(a) => test_rules(a),
         Command::Run(a) => run_script(a),
         Command::Numerics(a) => numerics(a),
         Command::Top(a) => Ok(tpuport::ui::top::run(&a.path)?.clamp(0, 255) as u8),

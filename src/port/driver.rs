@@ -81,11 +81,18 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
     let start = Instant::now();
     let index = RuleIndex::new(rules);
     let found = files::discover_with(&opts.paths, opts.no_ignore, opts.exclude.as_ref());
+    let bar = super::progress::Progress::start(found.files.len(), opts.quiet);
     let reports: Vec<FileReport> = found
         .files
         .par_iter()
-        .map(|p| process(p, rules, &index, opts))
+        .map(|p| {
+            let r = process(p, rules, &index, opts);
+            bar.inc();
+            r
+        })
         .collect();
+    // Gone before anything is printed (see `progress`).
+    bar.clear();
 
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

@@ -21,9 +21,10 @@
 //! - [`edit`]: edits and fixes, applying them, deleting statements; [`imports`]: adding,
 //!   removing and retiring imports; [`helpers`]: the `_tpuport_*` functions a fix may call;
 //! - [`render`]: diagnostics and diffs for people and JSON; [`files`] and [`driver`]: walking
-//!   the paths, reading and writing files, the summary; [`tally`]: following findings through
-//!   the fix loop for `--statistics`; [`notebook`]: Jupyter notebooks (code cells as one
-//!   module, IPython lines masked, the JSON layout kept).
+//!   the paths, reading and writing files, the summary; [`progress`]: the bar on stderr while
+//!   they run; [`tally`]: following findings through the fix loop for `--statistics`;
+//!   [`notebook`]: Jupyter notebooks (code cells as one module, IPython lines masked, the JSON
+//!   layout kept).
 
 pub mod check;
 pub mod config;
@@ -41,12 +42,14 @@ pub mod neighbours;
 pub mod noqa;
 pub mod notebook;
 pub mod parse;
+pub mod progress;
 pub mod render;
 pub mod rules;
 pub mod sarif;
 pub mod semantic;
 pub mod tally;
 pub mod template;
+pub mod testrules;
 
 use std::collections::BTreeMap;
 

@@ -390,3 +390,84 @@ fn panic_restores_the_terminal() {
     t.send(&["echo ok-$((40+2))", "Enter"]);
     t.wait("the shell to answer", 10, |s| s.contains("\nok-42"));
 }
+
+/// `tpuport migrate` over 1,500 files with stderr on the terminal and the patch piped to a
+/// file: the progress bar is drawn (seen in the pane's raw output), then erased; the final
+/// screen has the summary and no bar line, and the patch has no trace of the bar.
+#[test]
+fn migrate_progress_bar_is_cleared() {
+    if !have_tmux() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    for i in 0..1500 {
+        std::fs::write(
+            tree.join(format!("f{i:04}.py")),
+            "import torch\n\nx = torch.randn(3).cuda()\n",
+        )
+        .unwrap();
+    }
+    let raw = dir.path().join("raw.log");
+    let patch = dir.path().join("out.patch");
+    let t = start("progress");
+    t.cmd(&[
+        "pipe-pane",
+        "-t",
+        "t",
+        "-o",
+        &format!("cat > {}", raw.display()),
+    ]);
+    // One worker so that the run lasts long enough for the bar to be drawn; the environment
+    // variables that hide the bar are removed.
+    let line = format!(
+        "env -u CI -u TPUPORT_NO_PROGRESS {} migrate --diff -j 1 {} > {}; echo rc=$?",
+        env!("CARGO_BIN_EXE_tpuport"),
+        tree.display(),
+        patch.display()
+    );
+    t.send(&[&line, "Enter"]);
+    // A line `rc=N` (the command line itself holds `rc=$?`).
+    let status = |s: &str| {
+        s.lines()
+            .find_map(|l| l.trim().strip_prefix("rc=")?.parse::<i32>().ok())
+    };
+    let s = t.wait("the summary and the prompt", 120, |s| {
+        status(s).is_some() && s.trim_end().ends_with("READY$")
+    });
+    assert_eq!(status(&s), Some(1), "{s}");
+    assert!(
+        s.lines().any(|l| l.starts_with(
+            "tpuport migrate: 1500 files scanned (1500 parsed), 1500 would change, 0 with errors"
+        )),
+        "the summary is intact:\n{s}"
+    );
+    assert!(
+        !s.contains("migrating "),
+        "no bar is left on the screen:\n{s}"
+    );
+    let text = std::fs::read_to_string(&patch).unwrap();
+    assert!(
+        text.starts_with("--- a/"),
+        "{}",
+        &text[..text.len().min(200)]
+    );
+    assert_eq!(text.matches("\n+++ b/").count(), 1500);
+    assert!(!text.contains('\x1b') && !text.contains("migrating "));
+    // The bar was there at some point (else this test would prove nothing).
+    // `pipe-pane` writes through `cat`: wait until it has caught up with the end of the run.
+    let start = Instant::now();
+    let bytes = loop {
+        let b = String::from_utf8_lossy(&std::fs::read(&raw).unwrap_or_default()).to_string();
+        if b.contains("rc=1") || start.elapsed() > Duration::from_secs(10) {
+            break b;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        bytes.contains("migrating ") && bytes.contains("/1500 files"),
+        "the bar was drawn: {:?}",
+        &bytes[..bytes.len().min(400)]
+    );
+}

@@ -110,6 +110,38 @@ impl<'a> Checker<'a> {
         })
     }
 
+    /// Whether a reference rule applies to this reference: a replacement for a bare name
+    /// (`@custom_fwd` → `custom_fwd(device_type=...)`) not where the name is called (a call rule
+    /// handles that form); advice about a third-party GPU library (LIB, ATN, KRN) not where code
+    /// only names its types (annotations, isinstance checks, lists of supported classes).
+    fn reference_fits(&self, i: usize, called: bool, range: ruff_text_size::TextRange) -> bool {
+        let rule = self.rule(i);
+        if called {
+            return !matches!(rule.action, Some(crate::port::rules::Action::Replace(_)));
+        }
+        let advice_only =
+            rule.action.is_none() && matches!(rule.family.as_str(), "LIB" | "ATN" | "KRN");
+        !(advice_only
+            && (matches!(
+                self.stack.last(),
+                Some(AnyNodeRef::ExprTuple(_) | AnyNodeRef::ExprList(_) | AnyNodeRef::ExprSet(_))
+            ) || self.in_type_position(range)))
+    }
+
+    /// Is the range inside an annotation or an argument of `isinstance`/`issubclass`/`hasattr`?
+    fn in_type_position(&self, range: ruff_text_size::TextRange) -> bool {
+        self.stack.iter().rev().any(|a| match a {
+            AnyNodeRef::ExprCall(c) => {
+                matches!(c.func.as_ref(), Expr::Name(n) if matches!(n.id.as_str(), "isinstance" | "issubclass" | "hasattr"))
+                    && c.arguments.range().contains_range(range)
+            }
+            AnyNodeRef::StmtFunctionDef(f) => f.returns.as_ref().is_some_and(|r| r.range().contains_range(range)),
+            AnyNodeRef::Parameter(p) => p.annotation.as_ref().is_some_and(|r| r.range().contains_range(range)),
+            AnyNodeRef::StmtAnnAssign(a) => a.annotation.range().contains_range(range),
+            _ => false,
+        })
+    }
+
     /// Does a keyword argument fit its rule's `match.when` (the keyword's value one of the
     /// listed literals: a string by its text, anything else by its source)?
     fn keyword_when_holds(&self, i: usize, kw: &'a ast::Keyword) -> bool {
@@ -199,17 +231,10 @@ impl<'a> Checker<'a> {
             Some(AnyNodeRef::ExprCall(c)) if c.func.range() == range => Some(*c),
             _ => None,
         };
-        // A replacement for a bare name (`@custom_fwd` → `custom_fwd(device_type=...)`) does not
-        // apply where the name is called: a call rule handles that form.
-        let fits = |i: usize| {
-            call.is_none()
-                || !matches!(
-                    self.rule(i).action,
-                    Some(crate::port::rules::Action::Replace(_))
-                )
-        };
         if let Some(ids) = self.index.refs.get(&q)
-            && let Some(&i) = ids.iter().find(|i| self.is_active(**i) && fits(**i))
+            && let Some(&i) = ids
+                .iter()
+                .find(|i| self.is_active(**i) && self.reference_fits(**i, call.is_some(), range))
         {
             self.emit(Match {
                 rule: i,
@@ -230,6 +255,7 @@ impl<'a> Checker<'a> {
         }
         let hit = self.index.prefixes.iter().find(|(p, i)| {
             self.is_active(*i)
+                && self.reference_fits(*i, false, range)
                 && (q == *p
                     || (q.starts_with(p.as_str()) && q.as_bytes().get(p.len()) == Some(&b'.')))
         });

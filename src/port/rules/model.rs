@@ -358,6 +358,17 @@ impl RuleSet {
                 }
             }
         }
+        // A string rule's position can name a call (`ourlib.launch:device`) no other rule does.
+        for pats in self.positions.values() {
+            for p in pats {
+                if let PositionPattern::Slot { callee, .. } = p
+                    && !callee.starts_with('.')
+                    && let Some(root) = callee.split('.').next()
+                {
+                    roots.insert(root.to_string());
+                }
+            }
+        }
         roots
     }
 }

@@ -1,4 +1,4 @@
-# expect: STM201 CUD007 PERF201 STM101 STM102
+# expect: STM201 CUD007 STM101 STM102
 """Timing a forward pass with CUDA events, and a copy on a side stream."""
 import torch
 

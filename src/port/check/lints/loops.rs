@@ -1,5 +1,5 @@
 //! Training loops: the innermost `for`/`while` whose body calls `.backward()` (on a loss, through
-//! a GradScaler's `scale(loss)`, or `accelerator.backward(loss)`), the host syncs inside it
+//! a GradScaler's `scale(loss)`, or `accelerator.backward(loss)`) and steps an optimizer, the host syncs inside it
 //! (PERF002), and shuffled loaders that keep their last, smaller batch (DYN006).
 //!
 //! A sync under `if step % N == 0:` runs every N steps: that is the advice already followed,
@@ -132,6 +132,7 @@ impl<'a> Training<'a> {
 /// it does not.
 fn backward_in(body: &[Stmt]) -> Option<Vec<&str>> {
     let mut found = false;
+    let mut stepped = false;
     let mut losses = vec![];
     walk(body, false, &mut |node, _| {
         let AnyNodeRef::ExprCall(call) = node else {
@@ -140,6 +141,9 @@ fn backward_in(body: &[Stmt]) -> Option<Vec<&str>> {
         let Expr::Attribute(a) = call.func.as_ref() else {
             return;
         };
+        if a.attr.as_str() == "step" {
+            stepped = true;
+        }
         if !matches!(a.attr.as_str(), "backward" | "manual_backward") {
             return;
         }
@@ -160,7 +164,9 @@ fn backward_in(body: &[Stmt]) -> Option<Vec<&str>> {
             losses.push(l);
         }
     });
-    found.then_some(losses)
+    // An optimizer step makes it training: a `.backward()` alone may be a guidance gradient
+    // in an inference pipeline.
+    (found && stepped).then_some(losses)
 }
 
 /// Is the node inside the body of an `if` that tests a modulo (`if step % 100 == 0:`)?

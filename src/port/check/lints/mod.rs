@@ -202,3 +202,56 @@ pub(super) fn any_in(expr: &Expr, pred: &mut dyn FnMut(&Expr) -> bool) -> bool {
     a.visit_expr(expr);
     a.hit
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
+
+    /// The ids of the findings on `src` (every built-in rule).
+    fn ids(src: &str) -> Vec<String> {
+        let rules = RuleSet::builtin();
+        let index = RuleIndex::new(&rules);
+        let out = migrate_source(src, &rules, &index, Settings::default());
+        out.diagnostics
+            .iter()
+            .map(|d| rules.rules[d.rule].id.clone())
+            .collect()
+    }
+
+    #[test]
+    fn one_patch_convolution_is_not_a_cnn() {
+        let vit = "import torch.nn as nn\n\nclass PatchEmbed(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.proj = nn.Conv2d(3, 768, kernel_size=16, stride=16)\n";
+        assert!(!ids(vit).contains(&"PERF001".to_string()));
+        let cnn = vit.replace(
+            "stride=16)\n",
+            "stride=16)\n        self.conv = nn.Conv2d(768, 768, 3)\n",
+        );
+        assert!(ids(&cnn).contains(&"PERF001".to_string()));
+        let with_cl = format!("{cnn}\nmodel = model.to(memory_format=torch.channels_last)\n");
+        assert!(!ids(&with_cl).contains(&"PERF001".to_string()));
+    }
+
+    #[test]
+    fn host_syncs_count_only_in_loops_that_train() {
+        let train = "for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n    opt.step()\n    log(loss.item())\n";
+        assert!(ids(train).contains(&"PERF002".to_string()));
+        let guidance = train.replace("    opt.step()\n", "");
+        assert!(!ids(&guidance).contains(&"PERF002".to_string()));
+        let periodic = train.replace(
+            "    log(loss.item())\n",
+            "    if step % 10 == 0:\n        log(loss.item())\n",
+        );
+        assert!(!ids(&periodic).contains(&"PERF002".to_string()));
+    }
+
+    #[test]
+    fn compiled_code_is_found_through_calls_and_models() {
+        let src = "import torch\n\ndef helper(x):\n    return torch.nonzero(x)\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return helper(x)\n\nmodel = Net()\nmodel = torch.compile(model)\n\ndef eager(x):\n    return torch.nonzero(x)\n";
+        let found = ids(src);
+        assert_eq!(
+            found.iter().filter(|i| *i == "DYN001").count(),
+            1,
+            "{found:?}"
+        );
+    }
+}

@@ -54,6 +54,7 @@ pub(super) fn conv_nets(c: &Checker) -> Vec<Found> {
         return vec![];
     }
     let torchvision = c.src.contains("torchvision");
+    let mut convs = 0;
     // (where, what) per class or model, in source order.
     let mut places: Vec<(ruff_text_size::TextRange, String)> = vec![];
     walk(&c.parsed.module.body, true, &mut |node, stack| {
@@ -69,6 +70,7 @@ pub(super) fn conv_nets(c: &Checker) -> Vec<Found> {
         };
         let Some(q) = q else { return };
         let what = if CONVS.contains(&q.as_str()) {
+            convs += 1;
             let class = stack.iter().rev().find_map(|a| match a {
                 AnyNodeRef::StmtClassDef(k) => Some(k.name.as_str()),
                 _ => None,
@@ -92,6 +94,11 @@ pub(super) fn conv_nets(c: &Checker) -> Vec<Found> {
             places.push((call.range(), what));
         }
     });
+    // One convolution (a ViT's patch embedding, a depthwise conv in a text model) is not a CNN:
+    // a convolutional network builds several, or comes from torchvision/timm.
+    if convs < 2 && !places.iter().any(|(_, w)| w.starts_with('`')) {
+        return vec![];
+    }
     let Some((range, what)) = places.first() else {
         return vec![];
     };

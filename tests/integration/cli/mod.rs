@@ -378,6 +378,44 @@ mod user_rules {
     }
 
     #[test]
+    fn test_rules_checks_a_rule_folder_against_its_fixtures() {
+        tpuport()
+            .args(["test-rules"])
+            .arg(fixtures().join("rules_valid"))
+            .assert()
+            .code(0)
+            .stdout(predicate::str::contains("PASS TEAM001"))
+            .stdout(predicate::str::contains("2 rules: 2 passed, 0 failed"));
+        // A copy whose pinned result no longer matches fails, with the diff.
+        let dir = tempfile::tempdir().unwrap();
+        fs::copy(
+            fixtures().join("rules_valid/TEAM.toml"),
+            dir.path().join("TEAM.toml"),
+        )
+        .unwrap();
+        fs::create_dir(dir.path().join("tests")).unwrap();
+        for f in ["TEAM001.py", "TEAM002.py", "TEAM002.fixed.py"] {
+            fs::copy(
+                fixtures().join("rules_valid/tests").join(f),
+                dir.path().join("tests").join(f),
+            )
+            .unwrap();
+        }
+        write(
+            &dir.path().join("tests"),
+            "TEAM001.fixed.py",
+            "import ourlib\n",
+        );
+        tpuport()
+            .args(["test-rules"])
+            .arg(dir.path())
+            .assert()
+            .code(1)
+            .stdout(predicate::str::contains("FAIL TEAM001"))
+            .stdout(predicate::str::contains("differs from"));
+    }
+
+    #[test]
     fn invalid_rule_files_name_the_file_line_and_fix() {
         let cases = [
             (
@@ -537,3 +575,5 @@ mod acceptance {
         assert_eq!(ids, ["PERF001", "PERF002", "DYN006"], "{left}");
     }
 }
+
+mod progress;
