@@ -190,18 +190,41 @@ impl NotebookJson {
         // writes them; otherwise no old text is reused.
         let reuse = old_raw.len() == old_lines.len();
         let diff = similar::capture_diff_slices(similar::Algorithm::Myers, &old_lines, &lines);
-        let mut tokens: Vec<String> = vec![String::new(); lines.len()];
+        // Each line with the whitespace before it: a reused line keeps its own (Jupyter's
+        // layout is regular, but a hand-edited notebook's need not be).
+        let lead_of = |o: usize| -> &str {
+            text[items[o - 1].end..items[o].start]
+                .trim_start()
+                .trim_start_matches(',')
+        };
+        let mut tokens: Vec<(String, String)> = vec![Default::default(); lines.len()];
         for op in diff {
             for (o, n) in op.iter_changes_indices() {
                 if let Some(n) = n {
                     tokens[n] = match o {
-                        Some(o) if reuse => old_raw[o].to_string(),
-                        _ => to_json(lines[n]),
+                        Some(o) if reuse => {
+                            let lead = match (o, n) {
+                                (0, 0) => open.as_str(),
+                                (0, _) => sep.as_str(),
+                                _ => lead_of(o),
+                            };
+                            (lead.to_string(), old_raw[o].to_string())
+                        }
+                        _ if n == 0 => (open.clone(), to_json(lines[n])),
+                        _ => (sep.clone(), to_json(lines[n])),
                     };
                 }
             }
         }
-        format!("[{open}{}{close}]", tokens.join(&format!(",{sep}")))
+        let mut out = String::from("[");
+        for (n, (lead, token)) in tokens.iter().enumerate() {
+            if n > 0 {
+                out.push(',');
+            }
+            out.push_str(lead);
+            out.push_str(token);
+        }
+        format!("{out}{close}]")
     }
 }
 
@@ -414,6 +437,19 @@ mod tests {
         assert_eq!(nb.cells[2].items.as_deref(), Some(&[][..]));
         assert_eq!(nb.language.as_deref(), Some("python"));
         assert_eq!(nb.indent_unit, " ");
+    }
+
+    #[test]
+    fn unchanged_lines_keep_their_own_whitespace() {
+        // A hand-edited notebook: one line indented differently from the others.
+        let nb_text = "{\"cells\": [{\"cell_type\": \"code\", \"metadata\": {}, \"source\": [\n        \"a = 1\\n\",\n    \"b = 2\\n\",\n        \"c = 3\"\n      ]}], \"metadata\": {}, \"nbformat\": 4, \"nbformat_minor\": 5}\n";
+        let nb = read(nb_text).unwrap();
+        let out = nb.with_sources(nb_text, &[(0, "b = 2\nc = 3".into())]);
+        assert_eq!(
+            out,
+            nb_text.replace("\n        \"a = 1\\n\",\n    \"b", "\n    \"b"),
+            "{out}"
+        );
     }
 
     #[test]
