@@ -1,8 +1,10 @@
 //! Shared by the integration tests: the repository root, the project venv (created once by
 //! `scripts/bootstrap`), a `tpuport` command bound to it, reading an events file, a successful
-//! run's stdout, and the lines `migrate --output-format json` reports.
+//! run's stdout, the lines `migrate --output-format json` reports, and the tools venv
+//! (`scripts/bootstrap-tools`).
 
 use std::fs;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command as Std, Output};
 use std::time::Duration;
@@ -81,4 +83,39 @@ pub fn success(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+/// The tools venv of `scripts/bootstrap-tools` (jsonschema, nbformat) for `what`, or None
+/// where it cannot be had outside CI (under CI, or with TPUPORT_REQUIRE_TOOLS=1, it must be).
+pub fn tools_venv(what: &str) -> Option<PathBuf> {
+    if let Some(v) = std::env::var_os("TPUPORT_TOOLS_VENV").filter(|v| !v.is_empty()) {
+        let v = PathBuf::from(v);
+        assert!(
+            v.join("bin/python").exists(),
+            "TPUPORT_TOOLS_VENV={} has no bin/python: unset it or run scripts/bootstrap-tools",
+            v.display()
+        );
+        return Some(v);
+    }
+    let out = Std::new("bash")
+        .arg(repo().join("scripts/bootstrap-tools"))
+        .output()
+        .expect("bash");
+    if out.status.success() {
+        let path = String::from_utf8(out.stdout).unwrap();
+        return Some(PathBuf::from(path.lines().last().unwrap().trim()));
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| !matches!(v.as_str(), "" | "false" | "0"));
+    let required = std::env::var("TPUPORT_REQUIRE_TOOLS").is_ok_and(|v| v == "1");
+    assert!(
+        !ci && !required,
+        "scripts/bootstrap-tools failed, and CI or TPUPORT_REQUIRE_TOOLS=1 requires {what} (it \
+         needs PyPI once to install python/requirements-tools.txt):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: {what}, no tools venv (run `bash scripts/bootstrap-tools`)"
+    );
+    None
 }

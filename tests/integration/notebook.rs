@@ -9,14 +9,13 @@
 //! not to `false` or `0`) or with `TPUPORT_REQUIRE_TOOLS=1`, and skips elsewhere, saying so.
 
 use std::fs;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command as Std, Output};
 
 use assert_cmd::Command;
 use serde_json::Value;
 
-use crate::common::repo;
+use crate::common::{self, repo};
 
 const NAME: &str = "train_cuda.ipynb";
 
@@ -228,7 +227,9 @@ fn a_broken_notebook_is_an_error_and_left_alone() {
 const VALIDATE: &str = "import sys, nbformat\nnbformat.validate(nbformat.read(sys.argv[1], as_version=4))\nprint('valid')\n";
 
 fn validate_with_nbformat(path: &Path) {
-    let Some(venv) = tools_venv() else { return };
+    let Some(venv) = common::tools_venv("the nbformat check") else {
+        return;
+    };
     let out = Std::new(venv.join("bin/python"))
         .args(["-c", VALIDATE])
         .arg(path)
@@ -240,38 +241,4 @@ fn validate_with_nbformat(path: &Path) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// The tools venv (nbformat), or None where it cannot be had outside CI.
-fn tools_venv() -> Option<PathBuf> {
-    if let Some(v) = std::env::var_os("TPUPORT_TOOLS_VENV").filter(|v| !v.is_empty()) {
-        let v = PathBuf::from(v);
-        assert!(
-            v.join("bin/python").exists(),
-            "TPUPORT_TOOLS_VENV={} has no bin/python: unset it or run scripts/bootstrap-tools",
-            v.display()
-        );
-        return Some(v);
-    }
-    let out = Std::new("bash")
-        .arg(repo().join("scripts/bootstrap-tools"))
-        .output()
-        .expect("bash");
-    if out.status.success() {
-        let path = String::from_utf8(out.stdout).unwrap();
-        return Some(PathBuf::from(path.lines().last().unwrap().trim()));
-    }
-    let ci = std::env::var("CI").is_ok_and(|v| !matches!(v.as_str(), "" | "false" | "0"));
-    let required = std::env::var("TPUPORT_REQUIRE_TOOLS").is_ok_and(|v| v == "1");
-    assert!(
-        !ci && !required,
-        "scripts/bootstrap-tools failed, and CI or TPUPORT_REQUIRE_TOOLS=1 requires the nbformat \
-         check (it needs PyPI once to install python/requirements-tools.txt):\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: nbformat validation, no tools venv (run `bash scripts/bootstrap-tools`)"
-    );
-    None
 }

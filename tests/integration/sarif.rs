@@ -9,14 +9,13 @@
 //! or with `TPUPORT_REQUIRE_TOOLS=1`, and skips elsewhere, saying so on stderr.
 
 use std::fs;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command as Std;
 
 use assert_cmd::Command;
 use serde_json::Value;
 
-use crate::common::repo;
+use crate::common::{self, repo};
 
 /// Rules of the test's own, so that the exact output does not follow the built-in rules' text:
 /// a safe fix whose message and advice need escaping, and a manual finding.
@@ -148,40 +147,6 @@ fn sarif_fixes_rewrite_the_file_as_write_does() {
     assert_eq!(by_sarif, written);
 }
 
-/// The tools venv (jsonschema), or None where it cannot be had outside CI.
-fn tools_venv() -> Option<PathBuf> {
-    if let Some(v) = std::env::var_os("TPUPORT_TOOLS_VENV").filter(|v| !v.is_empty()) {
-        let v = PathBuf::from(v);
-        assert!(
-            v.join("bin/python").exists(),
-            "TPUPORT_TOOLS_VENV={} has no bin/python: unset it or run scripts/bootstrap-tools",
-            v.display()
-        );
-        return Some(v);
-    }
-    let out = Std::new("bash")
-        .arg(repo().join("scripts/bootstrap-tools"))
-        .output()
-        .expect("bash");
-    if out.status.success() {
-        let path = String::from_utf8(out.stdout).unwrap();
-        return Some(PathBuf::from(path.lines().last().unwrap().trim()));
-    }
-    let ci = std::env::var("CI").is_ok_and(|v| !matches!(v.as_str(), "" | "false" | "0"));
-    let required = std::env::var("TPUPORT_REQUIRE_TOOLS").is_ok_and(|v| v == "1");
-    assert!(
-        !ci && !required,
-        "scripts/bootstrap-tools failed, and CI or TPUPORT_REQUIRE_TOOLS=1 requires the SARIF \
-         schema test (it needs PyPI once to install python/requirements-tools.txt):\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: no tools venv (run `bash scripts/bootstrap-tools` to run this test)"
-    );
-    None
-}
-
 const VALIDATE: &str = r#"
 import json, sys, jsonschema
 schema = json.load(open(sys.argv[1]))
@@ -217,7 +182,9 @@ fn check_rules(log: &Value) -> usize {
 
 #[test]
 fn sarif_is_valid_against_the_official_schema() {
-    let Some(venv) = tools_venv() else { return };
+    let Some(venv) = common::tools_venv("the SARIF schema test") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     // Files that fail: not UTF-8, and a syntax error (still migrated outside it).
     fs::write(dir.path().join("latin1.py"), b"x = '\xe9'\nimport torch\n").unwrap();
