@@ -12,4 +12,7 @@ with torch.autocast("tpu", dtype=torch.bfloat16):
     z = model(x)
 for i in range(3):
     tpuport.step(samples=4)
+# The common CUDA idiom, ported: a pinned batch copied without blocking (issue 13).
+batch = torch.randn(4, 8).pin_memory().to(device, non_blocking=True)
+print("pinned", batch.shape)
 print("ok", y.shape, y.device.type, z.dtype)

@@ -5,6 +5,8 @@ Installed by the agent right after ``import torch`` when the target is sim. It
 - maps the "tpu" device onto the host (CUDA if present, else CPU): a ``TorchFunctionMode``
   rewrites device arguments ("tpu", "tpu:N", ``torch.device("tpu")``) in factories, ``.to``,
   ``Module.to`` and ``torch.device(...)``; ``torch.autocast("tpu")`` becomes the host's autocast;
+  on a CPU-only host ``Tensor.pin_memory()`` returns the tensor (a TPU VM has a pinned
+  allocator, a CPU-only torch build would ask for the NVIDIA driver);
 - serves ``torch.tpu`` (the emulated public API of torch_tpu 0.2.0, package ``simtpu``) and makes
   ``torch.accelerator`` answer for one "tpu" device with the sim's memory figures;
 - gives ``torch.compile`` TorchTPU's defaults (backend "tpu", ``dynamic=False``) and errors;
@@ -121,8 +123,15 @@ def _install_device_mapping(torch):
     take_like = {torch.take, torch.Tensor.take, torch.index_select, torch.Tensor.index_select,
                  torch.gather, torch.Tensor.gather, torch.nn.functional.embedding}
 
+    pin_memory = torch.Tensor.pin_memory
+
     class TpuOnHost(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func is pin_memory and state.HOST == "cpu":
+                # A TPU VM pins host memory with TorchTPU's allocator; a CPU-only host has no
+                # pinned allocator (torch would ask the NVIDIA driver): the tensor serves as
+                # already pinned, which pin_memory() allows.
+                return args[0]
             kwargs = dict(kwargs or {})
             d = kwargs.get("device")
             if d is not None and _is_tpu(d):
@@ -160,6 +169,12 @@ def _install_device_mapping(torch):
         return _module_to(self, *args, **kwargs)
 
     torch.nn.Module.to = module_to
+    if state.HOST == "cpu":
+        # DataLoader(pin_memory=True) looks for a real accelerator and warns that pinning is off;
+        # on a TPU VM it pins, and on the sim pinned and plain host memory are the same.
+        import warnings
+
+        warnings.filterwarnings("ignore", message="'pin_memory' argument is set as true but no accelerator")
     TpuOnHost().__enter__()
 
 
