@@ -83,6 +83,10 @@ struct RunArgs {
     /// TorchTPU's expensive correctness checks (e.g. index bounds of take()).
     #[arg(long)]
     debug_checks: bool,
+    /// Run the ATen ops TorchTPU 0.2.0 lacks on the CPU instead of failing (TorchTPU's
+    /// enable_cpu_fallback): each is reported once and listed at the end.
+    #[arg(long)]
+    cpu_fallback: bool,
     /// Persistent (tier-3) compilation cache root.
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
@@ -432,6 +436,7 @@ fn run_script(a: RunArgs) -> Result<u8> {
         precision: a.precision.map(Into::into),
         excess_precision: a.excess_precision,
         debug_checks: a.debug_checks,
+        cpu_fallback: a.cpu_fallback,
         cache_dir: a.cache_dir,
         cache_name: a.cache_name,
         chip: a.chip,

@@ -29,6 +29,8 @@ pub struct AgentConfig {
     pub precision: Precision,
     pub excess_precision: bool,
     pub debug_checks: bool,
+    /// Sim: run the ops a TPU lacks on the host and list them, instead of failing.
+    pub cpu_fallback: bool,
     /// The chip (simulated, or found on the TPU target); none on the host target without --chip.
     pub chip: Option<&'static Chip>,
     /// HBM per device in effect on the sim: `--hbm`, else the chip's.
@@ -105,6 +107,7 @@ mod tests {
             precision: Precision::High,
             excess_precision: true,
             debug_checks: false,
+            cpu_fallback: false,
             chip: chip_by_name("v5e"),
             hbm_bytes: Some(512 << 20),
             strict_hbm: true,
@@ -131,6 +134,7 @@ mod tests {
                 "precision": "high",
                 "excess_precision": true,
                 "debug_checks": false,
+                "cpu_fallback": false,
                 "chip": {
                     "name": "v5e",
                     "device_name": "TPU v5e",

@@ -98,6 +98,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         precision,
         excess_precision: opts.request.excess_precision,
         debug_checks: opts.request.debug_checks,
+        cpu_fallback: opts.request.cpu_fallback,
         chip: plan.chip,
         hbm_bytes: opts.sim.hbm_bytes.or(plan.chip.map(|c| c.hbm_per_device)),
         strict_hbm: opts.sim.strict_hbm,

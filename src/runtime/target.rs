@@ -99,6 +99,8 @@ pub struct Request {
     pub precision: Option<Precision>,
     pub excess_precision: bool,
     pub debug_checks: bool,
+    /// Run the ops a TPU lacks on the CPU (TorchTPU's `enable_cpu_fallback`) instead of failing.
+    pub cpu_fallback: bool,
     /// Tier-3 (persistent, shared) compilation cache root.
     pub cache_dir: Option<PathBuf>,
     /// Tier-2 (host-local) compilation cache name.
@@ -114,6 +116,7 @@ impl Default for Request {
             precision: None,
             excess_precision: false,
             debug_checks: false,
+            cpu_fallback: false,
             cache_dir: None,
             cache_name: None,
             chip: None,
@@ -230,6 +233,13 @@ pub fn plan(req: &Request, tpus: &[TpuDevice], torch_tpu_installed: bool) -> Res
                 p.calls
                     .push("torch.tpu.allow_excess_precision = True".into());
             }
+            if req.cpu_fallback {
+                // TorchTPU's switch is a property of its execution-mode module (no public API).
+                p.calls.push(
+                    "import torch_tpu._internal.execution_mode as _em; _em.enable_cpu_fallback = True"
+                        .into(),
+                );
+            }
         }
         Target::Sim | Target::Host => {
             p.chip = if target == Target::Sim {
@@ -259,6 +269,9 @@ pub fn plan(req: &Request, tpus: &[TpuDevice], torch_tpu_installed: bool) -> Res
                 }
                 if req.debug_checks {
                     ignored.push("--debug-checks".into());
+                }
+                if req.cpu_fallback {
+                    ignored.push("--cpu-fallback".into());
                 }
                 if req.cache_dir.is_some() || req.cache_name.is_some() {
                     ignored.push("--cache-dir/--cache-name".into());
@@ -300,6 +313,34 @@ mod tests {
     /// The exact environment and calls for the tpu target, for every combination of mode,
     /// precision, excess precision, debug checks and caches.
     #[test]
+    fn cpu_fallback_sets_torch_tpus_switch_on_a_tpu_and_is_ignored_on_the_host() {
+        let req = Request {
+            cpu_fallback: true,
+            ..Request::default()
+        };
+        let p = plan(&req, &tpu(), true).unwrap();
+        assert!(
+            p.calls
+                .iter()
+                .any(|c| c.contains("enable_cpu_fallback = True")),
+            "{:?}",
+            p.calls
+        );
+        let host = Request {
+            target: TargetRequest::Host,
+            cpu_fallback: true,
+            ..Request::default()
+        };
+        let p = plan(&host, &[], false).unwrap();
+        assert!(p.calls.is_empty());
+        assert!(
+            p.notes.iter().any(|n| n.contains("--cpu-fallback ignored")),
+            "{:?}",
+            p.notes
+        );
+    }
+
+    #[test]
     fn tpu_plan_for_every_combination() {
         let modes = [
             (Mode::Strict, vec![]),
@@ -333,6 +374,7 @@ mod tests {
                                 precision: *prec,
                                 excess_precision: excess,
                                 debug_checks: debug,
+                                cpu_fallback: false,
                                 cache_dir: cache.then(|| PathBuf::from("/cache/t3")),
                                 cache_name: cache.then(|| "job".to_string()),
                                 chip: None,

@@ -145,9 +145,24 @@ fn sim_target_in_the_subprocess_runtime() {
         .get_output()
         .clone();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("ok torch.Size([4, 2]) cpu torch.bfloat16"), "{stdout}");
+    assert!(
+        stdout.contains("ok torch.Size([4, 2]) cpu torch.bfloat16"),
+        "{stdout}"
+    );
     // Pinned host memory works on a CPU-only host as on a TPU VM.
     assert!(stdout.contains("pinned torch.Size([4, 8])"), "{stdout}");
+    // An op TorchTPU lacks fails with its message; so does an enabled GradScaler.
+    assert!(
+        stdout.contains(
+            "median: operator 'aten::median' is not implemented for TPU. Please file a feature request"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("scaler enabled=False ran"), "{stdout}");
+    assert!(
+        stdout.contains("scaler enabled=True: operator 'aten::_amp_foreach_non_finite_check_and_unscale_' is not implemented for TPU"),
+        "{stdout}"
+    );
     let evs = events(&ev);
     let Event::RunStart(rs) = &evs[0] else {
         unreachable!()

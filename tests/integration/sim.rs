@@ -233,13 +233,20 @@ fn torch_tpu_api_and_precision_on_the_sim_target() {
     let venv = venv();
     let dir = tempfile::tempdir().unwrap();
     let out = sim(&venv)
-        .args(["--hbm-track", "full"])
+        .args(["--hbm-track", "full", "--cpu-fallback"])
         .arg("--events")
         .arg(dir.path().join("api.jsonl"))
         .arg(repo().join("tests/scripts/sim_api.py"))
         .output()
         .unwrap();
     let stdout = success(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("operator 'aten::median' is not implemented for TPU. Falling back to CPU")
+            && stderr
+                .contains("--cpu-fallback: 1 op a TPU lacks ran on the CPU: aten::median (1 call)"),
+        "{stderr}"
+    );
     let public = [
         "EagerMode",
         "Event",
@@ -281,6 +288,7 @@ fn torch_tpu_api_and_precision_on_the_sim_target() {
         "torch.compile",
         "tpu_dist",
         "precision emulation",
+        "cpu fallback",
     ];
     for name in public {
         assert!(

@@ -15,4 +15,21 @@ for i in range(3):
 # The common CUDA idiom, ported: a pinned batch copied without blocking (issue 13).
 batch = torch.randn(4, 8).pin_memory().to(device, non_blocking=True)
 print("pinned", batch.shape)
+# Ops TorchTPU 0.2.0 lacks fail as on a TPU, with its message (issue 13).
+try:
+    torch.median(torch.randn(5, device="tpu"))
+    print("median ran")
+except NotImplementedError as e:
+    print("median:", e)
+# A disabled GradScaler runs; an enabled one needs ops a TPU lacks.
+for enabled in (False, True):
+    scaler = torch.amp.GradScaler("tpu", enabled=enabled)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    try:
+        scaler.scale(model(x).sum()).backward()
+        scaler.step(opt)
+        scaler.update()
+        print("scaler enabled=%s ran" % enabled)
+    except NotImplementedError as e:
+        print("scaler enabled=%s: %s" % (enabled, e))
 print("ok", y.shape, y.device.type, z.dtype)

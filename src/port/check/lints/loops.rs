@@ -228,7 +228,9 @@ fn sync_at(c: &Checker, node: AnyNodeRef, losses: &[&str]) -> Option<TextRange> 
                 "print" => {
                     let args = &call.arguments.args;
                     (args.iter().any(|a| any_in(a, &mut |e| is_loss(e)))
-                        && !args.iter().any(|a| any_in(a, &mut |e| syncs(e) || is_cast(e))))
+                        && !args
+                            .iter()
+                            .any(|a| any_in(a, &mut |e| syncs(e) || is_cast(e))))
                     .then(|| call.range())
                 }
                 _ => None,

@@ -459,6 +459,10 @@ class Agent:
                 self.poll_compiles()
                 self.flush_syncs(self.step + 1 if self.sync_counts else self.step)
                 self.maybe_memory(force=True)
+                sim_ops = sys.modules.get("tpuport_agent.sim_ops")
+                line = sim_ops.summary() if sim_ops is not None else None
+                if line:
+                    sys.stderr.write("[tpuport sim] %s\n" % line)
             except Exception:
                 pass
         return code

@@ -9,6 +9,8 @@ Installed by the agent right after ``import torch`` when the target is sim. It
   allocator, a CPU-only torch build would ask for the NVIDIA driver);
 - serves ``torch.tpu`` (the emulated public API of torch_tpu 0.2.0, package ``simtpu``) and makes
   ``torch.accelerator`` answer for one "tpu" device with the sim's memory figures;
+- makes the ATen ops TorchTPU lacks fail with its message (``sim_ops``; ``--cpu-fallback`` runs
+  them on the host and lists them instead);
 - gives ``torch.compile`` TorchTPU's defaults (backend "tpu", ``dynamic=False``) and errors;
 - registers the "tpu_dist" process-group backend (gloo underneath);
 - emulates float32 matmul precision (``sim_precision``) and tracks HBM (``sim_memory``);
@@ -26,7 +28,7 @@ import os
 import sys
 import time
 
-from tpuport_agent import sim_memory, sim_precision, simtpu, state
+from tpuport_agent import sim_memory, sim_ops, sim_precision, simtpu, state
 
 DYNAMIC_ERROR = (
     "TPU backend does not support torch.compile(..., dynamic=True, ...). Please run torch.compile() with "
@@ -97,6 +99,7 @@ def install(config, agent=None):
         os.environ.setdefault("CUDA_LAUNCH_BLOCKING", "1")
 
     _install_device_mapping(torch)
+    sim_ops.install(torch, bool(config.get("cpu_fallback")))
     simtpu.install(torch)
     _install_accelerator(torch)
     _install_compile(torch)
