@@ -79,14 +79,14 @@ pub fn step_time(runs: &[(&str, &Aggregator)]) -> ChartSpec {
         .iter()
         .enumerate()
         .map(|(i, (label, a))| {
-            // The first step (start-up and first compiles) is left out, as in the numbers.
-            let skip = usize::from(a.summary.step_times.len() > 2);
+            // The first step (start-up and first compiles) and the steps the HBM tracker
+            // sampled are left out, as in the numbers.
             let pts: Vec<(f64, f64)> = a
                 .summary
                 .step_times
                 .iter()
                 .enumerate()
-                .skip(skip)
+                .filter(|(k, _)| a.summary.steady_step(*k))
                 .map(|(k, dt)| ((k + 1) as f64, dt * 1e3))
                 .collect();
             run_line(i, label, &pts)

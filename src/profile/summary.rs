@@ -11,6 +11,11 @@ pub struct Summary {
     pub steps: u64,
     /// Step durations in seconds, in order.
     pub step_times: Vec<f64>,
+    /// Per step: the sim's sampled HBM tracker watched it (slower: every op recorded), so the
+    /// step-time statistics and charts leave it out.
+    pub step_sampled: Vec<bool>,
+    /// How many steps the sampled HBM tracker watched.
+    pub sampled_steps: usize,
     /// Successful forward (Dynamo frame) compiles, first compiles and recompiles together.
     pub compiles: u64,
     /// Compiles that failed (e.g. the one refused at the recompile limit).
@@ -35,6 +40,13 @@ impl Summary {
             Event::Step(s) => {
                 self.steps = self.steps.max(s.step);
                 self.step_times.push(s.dt);
+                let sampled = s
+                    .extra
+                    .get("hbm_sampled")
+                    .and_then(|v| v.as_bool())
+                    .unwrap_or(false);
+                self.step_sampled.push(sampled);
+                self.sampled_steps += usize::from(sampled);
             }
             Event::Compile(c) => {
                 if c.status == "limit_hit" {
@@ -78,19 +90,27 @@ impl Summary {
     /// Median step time, ignoring the first step (it carries start-up and first compiles)
     /// when there are more than two.
     pub fn median_step(&self) -> Option<f64> {
-        percentile(self.steady(), 0.5)
+        percentile(&self.steady(), 0.5)
     }
 
     pub fn p90_step(&self) -> Option<f64> {
-        percentile(self.steady(), 0.9)
+        percentile(&self.steady(), 0.9)
     }
 
-    fn steady(&self) -> &[f64] {
-        if self.step_times.len() > 2 {
-            &self.step_times[1..]
-        } else {
-            &self.step_times
-        }
+    /// Whether step `i` (0-based) counts in the statistics: not the first of more than two
+    /// (start-up), and not one the sampled HBM tracker slowed (unless all were).
+    pub fn steady_step(&self, i: usize) -> bool {
+        let first = i == 0 && self.step_times.len() > 2;
+        let sampled = self.step_sampled.get(i).copied().unwrap_or(false)
+            && self.sampled_steps < self.step_times.len().saturating_sub(1);
+        !first && !sampled
+    }
+
+    fn steady(&self) -> Vec<f64> {
+        (0..self.step_times.len())
+            .filter(|&i| self.steady_step(i))
+            .map(|i| self.step_times[i])
+            .collect()
     }
 
     /// HBM per device: from the memory events, else the chip table (`run_start.hbm_bytes`).
@@ -111,6 +131,16 @@ impl Summary {
         out.push_str(&format!("steps: {}", self.steps));
         if let (Some(m), Some(p)) = (self.median_step(), self.p90_step()) {
             out.push_str(&format!("   step time: median {}, p90 {}", ms(m), ms(p)));
+            let sampled = (1..self.step_times.len())
+                .filter(|&i| {
+                    self.step_sampled.get(i).copied().unwrap_or(false) && !self.steady_step(i)
+                })
+                .count();
+            if sampled > 0 {
+                out.push_str(&format!(
+                    " (without the {sampled} steps the HBM tracker sampled)"
+                ));
+            }
         }
         out.push('\n');
         let failed = if self.failed_compiles > 0 {
@@ -195,6 +225,44 @@ mod tests {
         assert_eq!(percentile(&[3.0, 1.0, 2.0], 0.5), Some(2.0));
         assert!((percentile(&[1.0, 2.0, 3.0, 4.0], 0.9).unwrap() - 3.7).abs() < 1e-12);
         assert_eq!(percentile(&[], 0.5), None);
+    }
+
+    #[test]
+    fn steps_the_hbm_tracker_sampled_are_left_out_of_step_times() {
+        let step = |n: u64, dt: f64, sampled: bool| {
+            let mut extra = serde_json::Map::new();
+            if sampled {
+                extra.insert("hbm_sampled".into(), serde_json::Value::Bool(true));
+            }
+            Event::Step(Step {
+                step: n,
+                dt,
+                source: "optimizer".into(),
+                extra,
+                ..Step::default()
+            })
+        };
+        // Step 1 (start-up) and the sampled steps 2 and 5 are slow; the others take 50 ms.
+        let evs = vec![
+            step(1, 2.0, true),
+            step(2, 0.5, true),
+            step(3, 0.05, false),
+            step(4, 0.05, false),
+            step(5, 0.5, true),
+            step(6, 0.05, false),
+        ];
+        let s = Summary::from_events(&evs);
+        assert_eq!(s.median_step(), Some(0.05));
+        assert_eq!(s.p90_step(), Some(0.05));
+        assert!(
+            s.render()
+                .contains("(without the 2 steps the HBM tracker sampled)"),
+            "{}",
+            s.render()
+        );
+        // Every step sampled (--hbm-track full is not marked; this is a short run): all count.
+        let all = Summary::from_events(&evs[..2]);
+        assert_eq!(all.median_step(), Some(1.25));
     }
 
     #[test]

@@ -143,6 +143,24 @@ fn gpt_trains_fifty_steps_on_the_sim_target() {
         mem.extra.get("hbm_capacity").and_then(|v| v.as_u64()),
         Some(16 << 30)
     );
+    // The steps the sampled HBM tracker watched (1-3, 25, 50 of 50) are marked, and the step
+    // times leave them out (the first is left out anyway).
+    let sampled: Vec<u64> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Step(s) if s.extra.get("hbm_sampled") == Some(&serde_json::json!(true)) => {
+                Some(s.step)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sampled, [1, 2, 3, 25, 50], "{sampled:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("without the 4 steps the HBM tracker sampled"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Acceptance 2: varying sequence lengths recompile once per new shape, with the guard reason,

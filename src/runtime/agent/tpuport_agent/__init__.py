@@ -121,6 +121,10 @@ class Agent:
             cache = self.tpu_cache_stats()
             if cache is not None:
                 fields["tpu_cache"] = cache
+        # A step the sampled HBM tracker watched runs slower (every op is recorded): it is marked,
+        # and the step-time statistics leave it out.
+        if self.sim_memory is not None and self.sim_memory.active and self.sim_memory.policy == "sampled":
+            fields["hbm_sampled"] = True
         self.step_buffer.append(fields)
         if self.sim_memory is not None:
             self.sim_memory.on_step(self.step)
