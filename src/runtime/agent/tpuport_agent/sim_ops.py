@@ -11,6 +11,7 @@ With ``--cpu-fallback`` (TorchTPU's ``enable_cpu_fallback``), the ops run on the
 each is reported once, as TorchTPU warns, and listed at the end of the run.
 """
 
+import os
 import sys
 import warnings
 
@@ -24,6 +25,9 @@ FELL_BACK = {}
 
 
 def install(torch, cpu_fallback):
+    # TPUPORT_SIM_OP_CHECK=0 switches the check off (bench/op_check_overhead.sh measures its cost).
+    if os.environ.get("TPUPORT_SIM_OP_CHECK") == "0":
+        return
     if cpu_fallback:
         _install_fallback(torch)
     else:
