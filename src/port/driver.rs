@@ -214,33 +214,10 @@ fn process(path: &Path, rules: &RuleSet, index: &RuleIndex, opts: &Options) -> F
     }
     let outcome = migrate_source_at(&source.text, Some(path), rules, index, opts.settings);
     let required = opts.settings.required();
-    // The first syntax error is the one to fix; the parser's recovery may report follow-ups.
-    if let Some(e) = outcome.syntax_errors.first() {
-        let more = match outcome.syntax_errors.len() - 1 {
-            0 => String::new(),
-            n => format!(" ({n} more after it)"),
-        };
-        report.issues.push(FileIssue {
-            path: path.to_path_buf(),
-            location: Some(render::location(&source.text, e.range)),
-            message: format!(
-                "syntax error: {}{more}; fix it and run again (fixes were applied only outside the broken statement)",
-                e.message
-            ),
-        });
-    }
-    if let Some(msg) = &outcome.internal_error {
-        report.issues.push(FileIssue {
-            path: path.to_path_buf(),
-            location: None,
-            message: format!("internal error: {msg}"),
-        });
-    }
-    report.hidden_unsafe = outcome
-        .diagnostics
-        .iter()
-        .filter(|d| d.fix.as_ref().is_some_and(|f| !f.applies(required)))
-        .count();
+    report
+        .issues
+        .extend(outcome.issues(path, |r| render::location(&source.text, r)));
+    report.hidden_unsafe = outcome.hidden_unsafe(required);
     match opts.format {
         Format::Json => {
             for d in render::json_diagnostics(

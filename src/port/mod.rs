@@ -115,6 +115,47 @@ impl Outcome {
     pub fn changed(&self) -> bool {
         self.output.is_some()
     }
+
+    /// Fixes found but not applied at this trust level (unsafe ones without `--unsafe-fixes`).
+    pub fn hidden_unsafe(&self, required: FixClass) -> usize {
+        self.diagnostics
+            .iter()
+            .filter(|d| d.fix.as_ref().is_some_and(|f| !f.applies(required)))
+            .count()
+    }
+
+    /// The errors to report for the file besides its findings: the first syntax error (placed by
+    /// `locate`) and an internal error.
+    pub fn issues(
+        &self,
+        path: &std::path::Path,
+        locate: impl Fn(ruff_text_size::TextRange) -> String,
+    ) -> Vec<files::FileIssue> {
+        let mut out = vec![];
+        // The first syntax error is the one to fix; the parser's recovery may report follow-ups.
+        if let Some(e) = self.syntax_errors.first() {
+            let more = match self.syntax_errors.len() - 1 {
+                0 => String::new(),
+                n => format!(" ({n} more after it)"),
+            };
+            out.push(files::FileIssue {
+                path: path.to_path_buf(),
+                location: Some(locate(e.range)),
+                message: format!(
+                    "syntax error: {}{more}; fix it and run again (fixes were applied only outside the broken statement)",
+                    e.message
+                ),
+            });
+        }
+        if let Some(msg) = &self.internal_error {
+            out.push(files::FileIssue {
+                path: path.to_path_buf(),
+                location: None,
+                message: format!("internal error: {msg}"),
+            });
+        }
+        out
+    }
 }
 
 /// Migrate one file's text. `source` must not start with a BOM (the caller strips it).

@@ -7,7 +7,7 @@
 //! must give at least one finding, none from the `# OK` line on, migrate to code that parses,
 //! and migrate again to itself (with and without unsafe fixes). Where `ID.fixed.py` sits next to
 //! the fixture, the safe migration must equal it (`--update` writes it). The rule's documented
-//! example (`example.before` → `example.after`) must hold too.
+//! example (`example.before` → `example.after`, and `after` stable) must hold too.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -58,7 +58,7 @@ pub fn run(dir: &Path, update: bool) -> Result<Vec<RuleReport>> {
             findings: 0,
             problems: vec![],
         };
-        check_examples(&set, &mut report);
+        report.problems.extend(example_problems(&set));
         match report.fixture.clone() {
             Some(f) => check_fixture(&set, &f, update, &mut report)?,
             None => report.problems.push(format!(
@@ -85,23 +85,39 @@ fn find_fixture(dir: &Path, family: &str, id: &str) -> Option<PathBuf> {
     .find(|p| p.is_file())
 }
 
-fn check_examples(set: &RuleSet, report: &mut RuleReport) {
+/// Every documented example of the rules in `set`, migrated with them all and unsafe fixes:
+/// `example.before` must give `example.after`, and `after` must migrate to itself. One line (and
+/// a diff) per example that does not hold; none when all do.
+pub fn example_problems(set: &RuleSet) -> Vec<String> {
     let index = RuleIndex::new(set);
+    let settings = Settings { unsafe_fixes: true };
+    let mut problems = vec![];
     for r in &set.rules {
         let Some(ex) = &r.example else { continue };
         let before = ex.before.trim_start_matches('\n');
         let after = ex.after.trim_start_matches('\n');
-        let out = migrate_source(before, set, &index, Settings { unsafe_fixes: true });
+        let out = migrate_source(before, set, &index, settings);
         let got = out.output.unwrap_or_else(|| before.to_string());
         if got != after {
-            report.problems.push(format!(
-                "example.before does not migrate to example.after (line {} of {}):\n{}",
+            problems.push(format!(
+                "{}: example.before does not migrate to example.after (line {} of {}):\n{}",
+                r.id,
                 r.line,
                 r.origin,
                 render::unified_diff("example", after, &got)
             ));
         }
+        if migrate_source(after, set, &index, settings)
+            .output
+            .is_some()
+        {
+            problems.push(format!(
+                "{}: example.after is not stable under a second migration (line {} of {})",
+                r.id, r.line, r.origin
+            ));
+        }
     }
+    problems
 }
 
 fn check_fixture(set: &RuleSet, path: &Path, update: bool, report: &mut RuleReport) -> Result<()> {

@@ -2,31 +2,13 @@
 //! checked: migrating `before` with all built-in rules and --unsafe-fixes gives `after`, and
 //! `after` migrates to itself.
 
-use tpuport::port::{RuleIndex, RuleSet, Settings, migrate_source};
+use tpuport::port::RuleSet;
+use tpuport::port::testrules::example_problems;
 
+/// The same check `tpuport test-rules` runs on a user's rules, over every built-in rule.
 #[test]
 fn rule_examples_hold() {
-    let rules = RuleSet::builtin();
-    let index = RuleIndex::new(&rules);
-    let settings = Settings { unsafe_fixes: true };
-    let mut failures = vec![];
-    for r in &rules.rules {
-        let Some(ex) = &r.example else { continue };
-        let before = ex.before.trim_start_matches('\n');
-        let after = ex.after.trim_start_matches('\n');
-        let out = migrate_source(before, &rules, &index, settings);
-        let got = out.output.unwrap_or_else(|| before.to_string());
-        if got != after {
-            failures.push(format!("{}:\n--- expected\n{after}--- got\n{got}", r.id));
-        }
-        let again = migrate_source(after, &rules, &index, settings);
-        if again.output.is_some() {
-            failures.push(format!(
-                "{}: `after` is not stable under a second migration",
-                r.id
-            ));
-        }
-    }
+    let failures = example_problems(&RuleSet::builtin());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -303,20 +303,22 @@ impl<'a> Checker<'a> {
         &self.src[r]
     }
 
-    fn qualified(&self, expr: &Expr) -> Option<String> {
-        // Cheap filter: only chains rooted in an imported name can resolve.
+    /// Cheap filter before resolving: only a chain rooted in a name some import binds (in any
+    /// scope) can resolve to a qualified name.
+    fn rooted_in_import(&self, expr: &Expr) -> bool {
         let mut e = expr;
         loop {
             match e {
                 Expr::Attribute(a) => e = &a.value,
-                Expr::Name(n) => {
-                    if !self.import_names.contains(n.id.as_str()) {
-                        return None;
-                    }
-                    break;
-                }
-                _ => return None,
+                Expr::Name(n) => return self.import_names.contains(n.id.as_str()),
+                _ => return false,
             }
+        }
+    }
+
+    fn qualified(&self, expr: &Expr) -> Option<String> {
+        if !self.rooted_in_import(expr) {
+            return None;
         }
         let q = self.sem.qualified_name(expr)?;
         let root = q.split('.').next().unwrap_or("");

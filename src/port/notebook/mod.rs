@@ -249,24 +249,9 @@ pub fn process(
         }
     };
     let required = settings.required();
-    if let Some(e) = m.outcome.syntax_errors.first() {
-        let more = match m.outcome.syntax_errors.len() - 1 {
-            0 => String::new(),
-            n => format!(" ({n} more after it)"),
-        };
-        report.issues.push(issue(
-            Some(m.location(e.range.start())),
-            format!(
-                "syntax error: {}{more}; fix it and run again (fixes were applied only outside the broken statement)",
-                e.message
-            ),
-        ));
-    }
-    if let Some(msg) = &m.outcome.internal_error {
-        report
-            .issues
-            .push(issue(None, format!("internal error: {msg}")));
-    }
+    report
+        .issues
+        .extend(m.outcome.issues(path, |r| m.location(r.start())));
     if let Some(why) = &m.refused {
         report.issues.push(issue(
             None,
@@ -275,12 +260,7 @@ pub fn process(
             ),
         ));
     }
-    report.hidden_unsafe = m
-        .outcome
-        .diagnostics
-        .iter()
-        .filter(|d| d.fix.as_ref().is_some_and(|f| !f.applies(required)))
-        .count();
+    report.hidden_unsafe = m.outcome.hidden_unsafe(required);
     for (n, cell_text, part, diags) in m.by_cell() {
         if view.json {
             for d in render::json_diagnostics(display, cell_text, &diags, rules, required) {

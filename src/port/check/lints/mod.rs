@@ -102,13 +102,8 @@ impl<'a> Checker<'a> {
     /// The qualified name of a call's callee (`torch.nonzero`), resolved through imports. Only
     /// chains rooted in an imported name can resolve, so the rest costs one set lookup.
     fn callee(&self, call: &ast::ExprCall) -> Option<String> {
-        let mut e = call.func.as_ref();
-        loop {
-            match e {
-                Expr::Attribute(a) => e = &a.value,
-                Expr::Name(n) if self.import_names.contains(n.id.as_str()) => break,
-                _ => return None,
-            }
+        if !self.rooted_in_import(&call.func) {
+            return None;
         }
         self.sem.qualified_name(&call.func)
     }
