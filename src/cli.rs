@@ -105,6 +105,10 @@ struct RunArgs {
     /// Interrupt the script after this many seconds (exit 124).
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
+    /// End the script cleanly (exit 0) after this many training steps (optimizer steps, or
+    /// `tpuport.step()` markers), to try a long training script quickly.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_steps: Option<u32>,
     /// No dashboard: one line per step and a summary at the end.
     #[arg(long)]
     no_tui: bool,
@@ -474,6 +478,7 @@ fn run_script(a: RunArgs) -> Result<u8> {
             hbm_bytes: a.hbm,
         },
         numerics: None,
+        max_steps: a.max_steps,
     })?;
     Ok(code.clamp(0, 255) as u8)
 }

@@ -39,6 +39,8 @@ pub struct AgentConfig {
     pub hbm_track: HbmTrack,
     /// `tpuport numerics`: what this run of the two does.
     pub numerics: Option<NumericsSpec>,
+    /// Stop the script once this many steps have ended (the agent ends it as a clean exit).
+    pub max_steps: Option<u32>,
     /// Python statements run after `import torch`, before the script (see `target::Plan`).
     pub calls: Vec<String>,
     /// The run's start (Unix seconds): event times are relative to it.
@@ -113,6 +115,7 @@ mod tests {
             strict_hbm: true,
             hbm_track: HbmTrack::Full,
             numerics: None,
+            max_steps: Some(5),
             calls: vec!["torch.tpu.allow_excess_precision = True".into()],
             t0: 1.5,
         }
@@ -148,6 +151,7 @@ mod tests {
                 "strict_hbm": true,
                 "hbm_track": "full",
                 "numerics": null,
+                "max_steps": 5,
                 "calls": ["torch.tpu.allow_excess_precision = True"],
                 "t0": 1.5,
             })

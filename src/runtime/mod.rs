@@ -48,6 +48,8 @@ pub struct RunOptions {
     pub sim: SimOptions,
     /// `tpuport numerics`: which of its two runs this is.
     pub numerics: Option<NumericsSpec>,
+    /// Stop the script (exit 0) once this many training steps have ended.
+    pub max_steps: Option<u32>,
 }
 
 /// Options that only the sim target reads.
@@ -104,6 +106,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         strict_hbm: opts.sim.strict_hbm,
         hbm_track: opts.sim.hbm_track,
         numerics: opts.numerics.clone(),
+        max_steps: opts.max_steps,
         calls: plan.calls.clone(),
         t0,
     };

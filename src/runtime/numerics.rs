@@ -88,6 +88,7 @@ pub fn numerics(opts: NumericsOptions) -> Result<i32> {
                 ..SimOptions::default()
             },
             numerics: Some(spec),
+            max_steps: None,
         })?;
         if code != 0 {
             bail!(

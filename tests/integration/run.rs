@@ -195,7 +195,8 @@ fn sim_target_in_the_subprocess_runtime() {
 fn failure_modes_exit_codes_and_complete_events() {
     let venv = venv();
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&str, &[&str], i32, &str); 6] = [
+    let cases: [(&str, &[&str], i32, &str); 7] = [
+        ("max_steps.py", &["--max-steps", "5"], 0, "ok"),
         ("fail_exception.py", &[], 1, "exception"),
         ("fail_exit.py", &[], 3, "exit"),
         ("fail_segv.py", &[], 139, "signal"),
@@ -224,6 +225,19 @@ fn failure_modes_exit_codes_and_complete_events() {
         );
         let stderr = String::from_utf8_lossy(&out.stderr);
         match name {
+            "max_steps.py" => {
+                // Stopped at the end of the fifth step: nothing after it ran.
+                assert_eq!(end.steps, 5);
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    !stdout.contains("caught") && !stdout.contains("after the loop"),
+                    "{stdout}"
+                );
+                assert!(
+                    stderr.contains("stopped after 5 steps (--max-steps)"),
+                    "{stderr}"
+                );
+            }
             "fail_exception.py" => {
                 let exc = end.exception.as_ref().unwrap();
                 assert_eq!(exc.kind, "ValueError");

@@ -252,6 +252,7 @@ fn torch_tpu_api_and_precision_on_the_sim_target() {
     let dir = tempfile::tempdir().unwrap();
     let out = sim(&venv)
         .args(["--hbm-track", "full", "--cpu-fallback"])
+        .env("TPUPORT_SIM_HIDE_CUDA", "1")
         .arg("--events")
         .arg(dir.path().join("api.jsonl"))
         .arg(repo().join("tests/scripts/sim_api.py"))
@@ -307,6 +308,8 @@ fn torch_tpu_api_and_precision_on_the_sim_target() {
         "tpu_dist",
         "precision emulation",
         "cpu fallback",
+        "is_tpu",
+        "cuda hidden",
     ];
     for name in public {
         assert!(

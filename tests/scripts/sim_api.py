@@ -232,4 +232,38 @@ ok("precision emulation")
 # Run with --cpu-fallback: an op a TPU lacks runs on the host and is listed at the end.
 assert torch.median(torch.tensor([3.0, 1.0, 2.0], device="tpu")).item() == 2.0
 ok("cpu fallback")
+# TorchTPU's generated methods: Tensor.is_tpu, Tensor.tpu(), Module.tpu().
+x = torch.randn(2, 3).tpu()
+assert x.is_tpu and torch.randn(2, device="tpu").is_tpu
+assert nn.Linear(3, 1).tpu()(x).shape == (2, 1)
+ok("is_tpu")
+# A TPU VM's torch.cuda (run with TPUPORT_SIM_HIDE_CUDA=1, as on a CUDA host): the script's calls
+# get no-driver answers, torch's own callers the host's.
+assert torch.cuda.is_available() is False and torch.cuda.device_count() == 0
+assert getattr(torch.cuda.synchronize, "_tpuport_sim", False) and getattr(torch.Tensor.cuda, "_tpuport_sim", False)
+raises(RuntimeError, "Found no NVIDIA driver on your system", torch.cuda.synchronize)
+raises(RuntimeError, "Found no NVIDIA driver on your system", torch.ones(2).to, "cuda")
+raises(RuntimeError, "Found no NVIDIA driver on your system", torch.zeros, 2, device="cuda:0")
+assert torch.device("cuda").type == "cuda"  # naming a device is fine on a TPU VM; using it is not
+from tpuport_agent import sim_cuda  # noqa: E402
+
+
+class FakeCuda:  # a host whose CUDA works
+    is_available = staticmethod(lambda: True)
+    synchronize = staticmethod(lambda: "synced")
+
+
+class FakeTensor:
+    def cuda(self):
+        return "on cuda"
+
+
+sim_cuda.hide_cuda(FakeCuda, FakeTensor, FakeTensor)
+assert FakeCuda.is_available() is False
+raises(RuntimeError, "Found no NVIDIA driver", FakeCuda.synchronize)
+raises(RuntimeError, "Found no NVIDIA driver", FakeTensor().cuda)
+inside_torch = {"__name__": "torch.nn.parallel.distributed", "FakeCuda": FakeCuda, "FakeTensor": FakeTensor}
+exec("seen = (FakeCuda.is_available(), FakeCuda.synchronize(), FakeTensor().cuda())", inside_torch)
+assert inside_torch["seen"] == (True, "synced", "on cuda"), inside_torch["seen"]
+ok("cuda hidden")
 print("checked", len(checked))

@@ -11,10 +11,19 @@
 //! ([`FileFacts::cuda_only`](crate::port::facts::FileFacts::cuda_only)) keeps all its DEV, CUD
 //! and DST (NCCL, a "cuda" device mesh) findings without fix: its device strings feed CUDA-only kernels the call sites don't show.
 
+use std::sync::LazyLock;
+
+use regex::Regex;
 use ruff_python_ast::{AnyNodeRef, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
 use super::Checker;
+
+/// A program's own switch for its GPU device in a test (`opt.cuda`, `args.use_gpu`,
+/// `use_cuda`): the test checks that the device the user chose exists.
+static DEVICE_FLAG: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:^|[^.\w])(?:use_cuda|use_gpu|(?:args|opt|opts|options|cfg|config|flags|hparams)\.(?:use_)?(?:cuda|gpu))\b(?:[^.(\w]|$)").unwrap()
+});
 
 impl<'a> Checker<'a> {
     /// Take the fixes off the device findings made since `diags` that sit in code named or
@@ -148,7 +157,9 @@ impl<'a> Checker<'a> {
 
     /// Is the finding at `range` (a CUDA check) in the test of an `if` whose body starts by
     /// raising an error that names CUDA or a GPU? Not when the test asks about the user's own
-    /// device choice (`if args.device == "cuda" and not torch.cuda.is_available(): raise ...`).
+    /// device choice (`if args.device == "cuda" and not torch.cuda.is_available(): raise ...`,
+    /// `if opt.cuda and not torch.cuda.is_available(): raise ...`): that check follows the device
+    /// the port moves to the TPU.
     fn cuda_raise(&self, range: TextRange) -> bool {
         let Some(ruff_python_ast::StmtRef::If(i)) =
             self.stack.iter().rev().find_map(|n| n.as_stmt_ref())
@@ -160,6 +171,7 @@ impl<'a> Checker<'a> {
             && !test.contains("device")
             && !test.contains("\"cuda\"")
             && !test.contains("'cuda'")
+            && !DEVICE_FLAG.is_match(test)
             && matches!(i.body.first(), Some(Stmt::Raise(r)) if {
                 let t = self.text(r.range).to_ascii_lowercase();
                 t.contains("cuda") || t.contains("gpu")

@@ -24,6 +24,11 @@ from tpuport_agent import numerics, state
 _AGENT = None
 
 
+class StepLimit(BaseException):
+    """Raised at the end of the step ``--max-steps`` names; the run ends as a clean exit. A
+    BaseException, so the script's own ``except Exception`` does not swallow it."""
+
+
 class Emitter:
     """Writes events as JSON lines to the pipe to the parent. Never raises into the script."""
 
@@ -71,6 +76,7 @@ class Agent:
         self.sim_memory = None  # the sim target's HBM tracker, once installed
         self.numerics = config.get("numerics")  # `tpuport numerics`: steps, save, compare
         self.last_optimizer = None
+        self.max_steps = config.get("max_steps")
 
     # ---- steps -------------------------------------------------------------------------------
 
@@ -80,6 +86,11 @@ class Agent:
             self.guarded(self.end_step, "optimizer")
         if self.numerics and self.step >= int(self.numerics["steps"]):
             numerics.finish(self)
+        self.check_step_limit()
+
+    def check_step_limit(self):
+        if self.max_steps and self.step >= int(self.max_steps):
+            raise StepLimit()
 
     def guarded(self, fn, *args):
         """Run an observation hook; a failure in tpuport must never break the script."""
@@ -96,6 +107,7 @@ class Agent:
         self.marker_mode = True
         self.report(samples=samples, tokens=tokens, **metrics)
         self.guarded(self.end_step, "marker")
+        self.check_step_limit()
 
     def report(self, samples=None, tokens=None, **metrics):
         if samples is not None:
@@ -448,6 +460,9 @@ class Agent:
                 self.em.emit("exit_status", status="exit", code=code)
         except numerics.NumericsDone:
             code = 0
+        except StepLimit:
+            code = 0
+            sys.stderr.write("tpuport: stopped after %d steps (--max-steps)\n" % self.step)
         except KeyboardInterrupt:
             traceback.print_exc()
             code = 130

@@ -17,6 +17,9 @@ Installed by the agent right after ``import torch`` when the target is sim. It
 - applies the eager mode's semantics: debug = synchronous with index checks, defer-fuse = the
   host syncs that would end a fused region are counted per step.
 
+- shows the script a TPU VM's ``torch.cuda`` (no driver) on a CUDA host, and gives tensors
+  TorchTPU's ``is_tpu``/``.tpu()`` (``sim_cuda``).
+
 Tensors report the host device (``x.device.type == "cpu"``); code that branches on
 ``device.type == "tpu"`` sees the host (see README, "The sim target").
 
@@ -28,7 +31,7 @@ import os
 import sys
 import time
 
-from tpuport_agent import sim_memory, sim_ops, sim_precision, simtpu, state
+from tpuport_agent import sim_cuda, sim_memory, sim_ops, sim_precision, simtpu, state
 
 DYNAMIC_ERROR = (
     "TPU backend does not support torch.compile(..., dynamic=True, ...). Please run torch.compile() with "
@@ -98,7 +101,11 @@ def install(config, agent=None):
     if state.EAGER_MODE == 2 and state.HOST == "cuda":
         os.environ.setdefault("CUDA_LAUNCH_BLOCKING", "1")
 
+    state.HIDE_CUDA = state.HOST == "cuda" or os.environ.get("TPUPORT_SIM_HIDE_CUDA") == "1"
     _install_device_mapping(torch)
+    sim_cuda.tpu_methods(torch, state.HOST)
+    if state.HIDE_CUDA:
+        sim_cuda.hide_cuda(torch.cuda, torch.Tensor, torch.nn.Module)
     sim_ops.install(torch, bool(config.get("cpu_fallback")))
     simtpu.install(torch)
     _install_accelerator(torch)
@@ -137,6 +144,10 @@ def _install_device_mapping(torch):
                 return args[0]
             kwargs = dict(kwargs or {})
             d = kwargs.get("device")
+            if state.HIDE_CUDA and (sim_cuda.is_cuda_string(d) or (
+                    len(args) > 1 and sim_cuda.is_cuda_string(args[1]) and getattr(func, "__name__", "") == "to")) \
+                    and sim_cuda.is_user_frame(2):
+                raise RuntimeError(sim_cuda.NO_DRIVER)  # the script names CUDA: a TPU VM has no driver
             if d is not None and _is_tpu(d):
                 kwargs["device"] = _host(d)
             if args and _is_tpu(args[0]) and (func is original_device or getattr(func, "__name__", "") == "to"):

@@ -9,6 +9,8 @@ import circle runs through it. Outside the sim target it keeps its defaults (``A
 ACTIVE = False
 # The host device the "tpu" device is mapped onto: "cuda" if present, else "cpu".
 HOST = "cpu"
+# The script is shown a TPU VM's torch.cuda (no driver): set on a CUDA host (``sim_cuda``).
+HIDE_CUDA = False
 # The chip being simulated: its record from the Rust chip table (``runtime/chips.rs``), as the
 # agent's configuration carries it: name, device_name, pci_device, hbm_per_device,
 # devices_per_chip, bf16_flops_per_chip, topologies ({device count: TORCH_TPU_TOPOLOGY}).

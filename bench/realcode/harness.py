@@ -1,0 +1,326 @@
+"""The real-code harness: does a real training script, migrated with default settings, run on the
+sim target? Driven by bench/realcode.sh (which prepares the sdists, the libraries and the binary).
+
+For each script of scripts.toml: a fresh copy of its folder from the pinned sdist; first the
+script as written on the host (`tpuport run --target host`, with `host_args`: the baseline);
+then `tpuport migrate` (findings as JSON, then `--write`, default settings: safe fixes only) and
+the port on the sim (`tpuport run --target sim --no-tui --max-steps N`), both through a driver
+that sets up synthetic data (synthetic.py) and runs the script as __main__. Each is classified:
+
+  ran        the port exited 0 with at least one training step recorded
+  broken     the script fails as written on the host too: not a porting question, left out of
+             the rate (the reason is recorded). A baseline that fails only because this machine
+             has no CUDA (the error, or the failing line or its test, names CUDA) is not broken:
+             the script was written for CUDA, and the port decides
+  tpu-gap    the port failed with TorchTPU's own error for an op it lacks ("... is not
+             implemented for TPU"): what a TPU would do, reported correctly
+  flagged    the port failed at a line where `tpuport migrate` left a finding for manual work:
+             the migration told the user (a port gap it reports)
+  failed     anything else: the exception's last line is recorded
+Every outcome other than "ran" must be explained by scripts.toml's `expect`, or the harness
+exits 1 (as it does when a script with an `expect` runs).
+
+Writes OUT/results.jsonl (one record per script), OUT/results.md (the table the README quotes),
+OUT/<id>/ (the migrated copy, the events file, the run's output) and prints the table.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import tomllib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def sdist_path(sdists, spec):
+    name, version = spec.split("==")
+    stem = re.sub(r"[-_.]+", "_", name).lower()
+    for f in os.listdir(sdists):
+        low = re.sub(r"[-_.]+", "_", f).lower()
+        if low.startswith(stem + "_" + version.replace(".", "_")) and f.endswith(".tar.gz"):
+            return os.path.join(sdists, f)
+    raise SystemExit("error: no sdist for %s in %s (run bench/realcode.sh, which downloads it)" % (spec, sdists))
+
+
+def unpack(archive, root, dest):
+    """The sdist's `root` folder (relative to its top folder) into dest."""
+    with tarfile.open(archive) as t:
+        for m in t.getmembers():
+            if not m.isfile() or "/" not in m.name:
+                continue
+            rel = os.path.normpath(m.name.split("/", 1)[1])
+            if rel.startswith("..") or os.path.isabs(rel):
+                continue
+            if root not in (".", ""):
+                if not rel.startswith(root.rstrip("/") + "/"):
+                    continue
+                rel = rel[len(root.rstrip("/")) + 1:]
+            out = os.path.join(dest, rel)
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            with t.extractfile(m) as src, open(out, "wb") as dst:
+                dst.write(src.read())
+
+
+def migrate(tpuport, folder, script):
+    found = subprocess.run([tpuport, "migrate", "--isolated", "--output-format", "json", "--exit-zero", "."],
+                           cwd=folder, capture_output=True, text=True)
+    if found.returncode != 0:
+        return None, "migrate failed (exit %d): %s" % (found.returncode, found.stderr.strip()[-500:])
+    findings = json.loads(found.stdout or "[]")
+    wrote = subprocess.run([tpuport, "migrate", "--isolated", "--write", "--quiet", "--exit-zero", "."],
+                           cwd=folder, capture_output=True, text=True)
+    if wrote.returncode != 0:
+        return None, "migrate --write failed (exit %d): %s" % (wrote.returncode, wrote.stderr.strip()[-500:])
+    fixed, left, manual_lines = {}, {}, []
+    for f in findings:
+        bucket = fixed if f["fix_class"] == "safe" and f["edits"] else left
+        if bucket is left:
+            manual_lines.append([os.path.normpath(f["path"]), f["line"], f["rule"]])
+        if os.path.normpath(f["path"]) != os.path.normpath(script):
+            continue  # counted for the script itself; the rest of its folder is migrated too
+        bucket[f["rule"]] = bucket.get(f["rule"], 0) + 1
+    return {"fixed": fixed, "left": left, "manual_lines": manual_lines}, None
+
+
+def events_summary(path):
+    steps, exception, logs = 0, None, []
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                if e.get("type") == "step":
+                    steps = max(steps, int(e.get("step", 0)))
+                elif e.get("type") in ("exception", "run_end") and e.get("exception"):
+                    exception = e.get("exception")
+                elif e.get("type") == "log" and e.get("stream") == "tpuport":
+                    logs.append(e.get("line", ""))
+    except OSError:
+        pass
+    return steps, exception, logs
+
+
+def one_line(exception, output):
+    if exception:
+        msg = (exception.get("message") or "").strip().splitlines()
+        return "%s: %s" % (exception.get("type"), msg[0] if msg else "")
+    # The script's last words, before tpuport's summary.
+    summary = ("tpuport", "steps:", "compiles:", "memory:", "host syncs:", "events:", "$ ")
+    lines = [l for l in output.strip().splitlines() if l.strip() and not l.lstrip().startswith(summary)]
+    return lines[-1].strip() if lines else ""
+
+
+def run_one(entry, a):
+    sid = entry["id"]
+    work = os.path.join(a.out, sid)
+    shutil.rmtree(work, ignore_errors=True)
+    folder = os.path.join(work, "src")
+    os.makedirs(folder)
+    unpack(sdist_path(a.sdists, entry["sdist"]), entry.get("root", "."), folder)
+    script = os.path.join(folder, entry["script"])
+    rec = {"id": sid, "sdist": entry["sdist"], "script": os.path.join(entry.get("root", "."), entry["script"]),
+           "expect": entry.get("expect")}
+    if not os.path.isfile(script):
+        rec.update(outcome="failed", why="harness: %s is not in the sdist" % rec["script"])
+        return rec
+    steps_limit = int(entry.get("steps", a.steps))
+    host_args = entry.get("host_args", [("cpu" if x == "tpu" else x) for x in entry.get("args", [])])
+    # The baseline: the script as written, on the host, from a copy of its folder.
+    base = os.path.join(work, "host")
+    shutil.copytree(folder, base)
+    host = launch(a, entry, base, host_args, "host", steps_limit, os.path.join(work, "host"))
+    rec["host"] = {k: host[k] for k in ("exit", "steps", "seconds")}
+    port, err = migrate(a.tpuport, folder, entry["script"])
+    if err:
+        rec.update(outcome="failed", why="port: " + err)
+        return rec
+    manual_lines = port.pop("manual_lines")
+    rec["migrate"] = port
+    sim = launch(a, entry, folder, entry.get("args", []), "sim", steps_limit, os.path.join(work, "sim"))
+    rec.update(exit=sim["exit"], steps=sim["steps"], seconds=sim["seconds"])
+    exception, output = sim["exception"], sim["output"]
+    needs_cuda = host["exit"] != 0 and asks_for_cuda(host["exception"], base)
+    if needs_cuda:
+        rec["host"]["needs_cuda"] = True  # written for CUDA, and this machine has none: the port decides
+    if not needs_cuda and (host["exit"] != 0 or host["steps"] == 0):
+        rec.update(outcome="broken", why="as written, on the host: " + (
+            one_line(host["exception"], host["output"]) if host["exit"] != 0 else "no training step"))
+    elif sim["exit"] == 0 and sim["steps"] > 0:
+        rec["outcome"] = "ran"
+    elif exception and "is not implemented for TPU" in (exception.get("message") or ""):
+        rec.update(outcome="tpu-gap", why=one_line(exception, output))
+    elif sim["exit"] == 124:
+        rec.update(outcome="failed", why="timed out after %ss (steps: %d)" % (a.timeout, sim["steps"]))
+    elif sim["exit"] == 0:
+        rec.update(outcome="failed", why="exited 0 without a training step")
+    else:
+        at = flagged_at(exception, folder, manual_lines)
+        if at:
+            rec.update(outcome="flagged", why="%s (at %s:%d, left for manual work: %s)" % (one_line(exception, output), *at))
+        else:
+            rec.update(outcome="failed", why=one_line(exception, output))
+    return rec
+
+
+def launch(a, entry, folder, args, target, steps_limit, stem):
+    """Run the script (through a synthetic-data driver) on a target; what came of it."""
+    script = os.path.join(folder, entry["script"])
+    driver = stem + "-driver.py"
+    with open(driver, "w") as f:
+        f.write("import sys\nsys.path.insert(0, %r)\nimport synthetic\n" % HERE)
+        f.write("synthetic.run(%r, %r, setups=%r)\n" % (script, args, entry.get("setups", [])))
+    events = stem + "-events.jsonl"
+    cmd = [a.tpuport, "run", "--target", target, "--no-tui", "--python", a.python, "--events", events,
+           "--max-steps", str(steps_limit), "--timeout", str(a.timeout), driver]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = a.site + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("MPLBACKEND", "agg")
+    t = time.time()
+    proc = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True)
+    seconds = round(time.time() - t, 1)
+    output = proc.stdout + proc.stderr
+    with open(stem + "-output.txt", "w") as f:
+        f.write("$ %s\n\n%s" % (" ".join(cmd), output))
+    steps, exception, _logs = events_summary(events)
+    return {"exit": proc.returncode, "steps": steps, "seconds": seconds, "exception": exception, "output": output}
+
+
+def frames_in(exception, folder):
+    """(file, line) of the traceback's frames in the script's folder."""
+    tb = (exception or {}).get("traceback") or ""
+    root = os.path.normpath(folder) + os.sep
+    return [(os.path.normpath(p), int(n)) for p, n in re.findall(r'File "([^"]+)", line (\d+)', tb)
+            if os.path.normpath(p).startswith(root)]
+
+
+def deciding_lines(path, line):
+    """The line, and the lines of the tests of the asserts and the if/while statements whose
+    body holds it: what decided that the failing line ran (`if not torch.cuda.is_available():
+    raise ...`)."""
+    import ast
+
+    lines = {line}
+    try:
+        with open(path) as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return lines
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert):
+            inside = node.lineno <= line <= (node.end_lineno or line)
+        elif isinstance(node, (ast.If, ast.While)) and node.body:
+            # Only the branch the test being true runs (an `else` ran because it was false).
+            inside = node.lineno <= line <= (node.body[-1].end_lineno or line)
+        else:
+            continue
+        if inside:
+            test = node.test
+            lines.update(range(test.lineno, (test.end_lineno or test.lineno) + 1))
+    return lines
+
+
+def flagged_at(exception, folder, manual_lines):
+    """A frame of the port's traceback where `tpuport migrate` left a finding for manual work: on
+    the failing line, or in the test that decided it ran."""
+    left = {(os.path.normpath(os.path.join(folder, p)), line): rule for p, line, rule in manual_lines}
+    for path, line in frames_in(exception, folder):
+        for n in sorted(deciding_lines(path, line)):
+            rule = left.get((path, n))
+            if rule:
+                return os.path.relpath(path, folder), n, rule
+    return None
+
+
+def asks_for_cuda(exception, folder):
+    """Whether the baseline failed because this machine has no CUDA (or no PyTorch/XLA, for a
+    torch_xla script): the error says so, or the failing line or the test that decided it names
+    CUDA (`assert torch.cuda.is_available()`)."""
+    msg = ((exception or {}).get("message") or "")
+    if re.search(r"NVIDIA driver|not compiled with CUDA|No CUDA GPUs|CUDA driver|PyTorch XLA|torch_xla", msg):
+        return True
+    for path, line in frames_in(exception, folder)[-1:]:
+        try:
+            with open(path) as f:
+                source = f.read().splitlines()
+        except OSError:
+            continue
+        if any("cuda" in source[n - 1].lower() for n in deciding_lines(path, line) if 0 < n <= len(source)):
+            return True
+    return False
+
+
+def table(records):
+    rows = ["| script | sdist | port: fixed / left | outcome | steps | s (host / sim) | why |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in records:
+        m = r.get("migrate") or {}
+        fixed = sum((m.get("fixed") or {}).values())
+        left = sum((m.get("left") or {}).values())
+        why = r.get("why") or ""
+        if r.get("expect"):
+            why = (why + " — " if why else "") + "expected: " + r["expect"]
+        secs = "%s / %s" % ((r.get("host") or {}).get("seconds", "-"), r.get("seconds", "-"))
+        rows.append("| %s | %s | %d / %d | %s | %s | %s | %s |" % (
+            r["id"], r["sdist"], fixed, left, r["outcome"], r.get("steps", "-"), secs, why.replace("|", "\\|")))
+    count = {k: sum(1 for r in records if r["outcome"] == k) for k in ("ran", "broken", "tpu-gap", "flagged", "failed")}
+    valid = len(records) - count["broken"]
+    rows.append("")
+    rows.append("%d of the %d scripts that run as written on the host ran on the sim after the default migration "
+                "(%.0f %%); %d failed as a TPU would (TorchTPU's error for an op it lacks), %d where the migration "
+                "left manual work, %d otherwise; %d of %d scripts fail as written and are left out."
+                % (count["ran"], valid, 100.0 * count["ran"] / max(valid, 1), count["tpu-gap"], count["flagged"],
+                   count["failed"], count["broken"], len(records)))
+    return "\n".join(rows)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tpuport", required=True)
+    p.add_argument("--python", required=True, help="the torch venv's python")
+    p.add_argument("--site", required=True, help="folder with the scripts' other libraries")
+    p.add_argument("--sdists", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--timeout", type=int, default=900)
+    p.add_argument("ids", nargs="*", help="only these scripts")
+    a = p.parse_args()
+    with open(os.path.join(HERE, "scripts.toml"), "rb") as f:
+        entries = tomllib.load(f)["script"]
+    if a.ids:
+        unknown = set(a.ids) - {e["id"] for e in entries}
+        if unknown:
+            raise SystemExit("error: no script %s in scripts.toml" % ", ".join(sorted(unknown)))
+        entries = [e for e in entries if e["id"] in a.ids]
+    os.makedirs(a.out, exist_ok=True)
+    records = []
+    for e in entries:
+        print("== %s (%s %s)" % (e["id"], e["sdist"], e["script"]), file=sys.stderr, flush=True)
+        r = run_one(e, a)
+        print("   %s%s" % (r["outcome"], ": " + r["why"] if r.get("why") else ""), file=sys.stderr, flush=True)
+        records.append(r)
+    with open(os.path.join(a.out, "results.jsonl"), "w") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+    md = table(records)
+    with open(os.path.join(a.out, "results.md"), "w") as f:
+        f.write(md + "\n")
+    print(md)
+    unexplained = [r["id"] for r in records if r["outcome"] != "ran" and not r.get("expect")]
+    surprising = [r["id"] for r in records if r["outcome"] == "ran" and r.get("expect")]
+    if unexplained:
+        print("unexplained failures (say why in scripts.toml `expect`, or fix): %s" % ", ".join(unexplained), file=sys.stderr)
+    if surprising:
+        print("ran, but scripts.toml expects a failure (drop its `expect`): %s" % ", ".join(surprising), file=sys.stderr)
+    return 1 if unexplained or surprising else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
