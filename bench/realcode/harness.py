@@ -12,8 +12,10 @@ that sets up synthetic data (synthetic.py) and runs the script as __main__. Each
              the rate (the reason is recorded). A baseline that fails only because this machine
              has no CUDA (the error, or the failing line or its test, names CUDA) is not broken:
              the script was written for CUDA, and the port decides
-  tpu-gap    the port failed with TorchTPU's own error for an op it lacks ("... is not
-             implemented for TPU"): what a TPU would do, reported correctly
+  tpu-gap    the port met TorchTPU's own error for an op it lacks ("operator 'aten::X' is not
+             implemented for TPU. Please file a feature request"), even if the script caught it
+             and went on: what a TPU would do, reported correctly; the port is run again with
+             --cpu-fallback (TorchTPU's enable_cpu_fallback) and that outcome recorded too
   flagged    the port failed at a line where `tpuport migrate` left a finding for manual work:
              the migration told the user (a port gap it reports)
   failed     anything else: the exception's last line is recorded
@@ -36,6 +38,7 @@ import time
 import tomllib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+TPU_GAP = re.compile(r"operator '[^']+' is not implemented for TPU\. Please file a feature request")
 
 
 def sdist_path(sdists, spec):
@@ -153,10 +156,16 @@ def run_one(entry, a):
     if not needs_cuda and (host["exit"] != 0 or host["steps"] == 0):
         rec.update(outcome="broken", why="as written, on the host: " + (
             one_line(host["exception"], host["output"]) if host["exit"] != 0 else "no training step"))
+    elif TPU_GAP.search(output) or (exception and TPU_GAP.search(exception.get("message") or "")):
+        # Also when the script caught TorchTPU's error and went on (an engine that logs and ends).
+        rec.update(outcome="tpu-gap", why=TPU_GAP.search(output or exception.get("message")).group(0))
+        again = launch(a, entry, folder, entry.get("args", []), "sim", steps_limit,
+                       os.path.join(work, "sim-fallback"), flags=["--cpu-fallback"])
+        ok = again["exit"] == 0 and again["steps"] > 0 and not TPU_GAP.search(again["output"])
+        rec["with_cpu_fallback"] = "ran" if ok else "failed"
+        rec["why"] += "; with --cpu-fallback (TorchTPU's enable_cpu_fallback): %s" % rec["with_cpu_fallback"]
     elif sim["exit"] == 0 and sim["steps"] > 0:
         rec["outcome"] = "ran"
-    elif exception and "is not implemented for TPU" in (exception.get("message") or ""):
-        rec.update(outcome="tpu-gap", why=one_line(exception, output))
     elif sim["exit"] == 124:
         rec.update(outcome="failed", why="timed out after %ss (steps: %d)" % (a.timeout, sim["steps"]))
     elif sim["exit"] == 0:
@@ -170,7 +179,7 @@ def run_one(entry, a):
     return rec
 
 
-def launch(a, entry, folder, args, target, steps_limit, stem):
+def launch(a, entry, folder, args, target, steps_limit, stem, flags=()):
     """Run the script (through a synthetic-data driver) on a target; what came of it."""
     script = os.path.join(folder, entry["script"])
     driver = stem + "-driver.py"
@@ -178,7 +187,7 @@ def launch(a, entry, folder, args, target, steps_limit, stem):
         f.write("import sys\nsys.path.insert(0, %r)\nimport synthetic\n" % HERE)
         f.write("synthetic.run(%r, %r, setups=%r)\n" % (script, args, entry.get("setups", [])))
     events = stem + "-events.jsonl"
-    cmd = [a.tpuport, "run", "--target", target, "--no-tui", "--python", a.python, "--events", events,
+    cmd = [a.tpuport, "run", "--target", target, *flags, "--no-tui", "--python", a.python, "--events", events,
            "--max-steps", str(steps_limit), "--timeout", str(a.timeout), driver]
     env = dict(os.environ)
     env["PYTHONPATH"] = a.site + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
