@@ -13,6 +13,8 @@ use tpuport::runtime::chips::{self, Chip};
 use tpuport::runtime::config::HbmTrack;
 use tpuport::runtime::target::{Mode as RunMode, Precision, TargetRequest};
 
+mod commands;
+
 #[derive(Parser)]
 #[command(
     name = "tpuport",
@@ -52,6 +54,13 @@ enum Command {
     /// Will the TPU's numbers match? Run a script's first steps in float32 and with TPU matmul
     /// precision emulated (sim target), and compare the loss per step and the parameters.
     Numerics(NumericsArgs),
+    /// Is this training script ready for a TPU? Ports a copy of its folder, runs the original on
+    /// this machine and the port on the sim (same seeds and arguments), and answers per section:
+    /// port, run, numerics (loss per step, first diverging layer), ops a TPU lacks, compiles and
+    /// syncs, fit on v5e/v5p/v6e/v7x. The user's files are not touched.
+    ///
+    /// Exit code: 0 ready, 1 needs work or blocked, 2 could not check (the original fails here).
+    Check(CheckArgs),
     /// (internal) The embedded-Python worker started by `tpuport run`.
     #[command(name = "__worker", hide = true)]
     Worker,
@@ -109,6 +118,10 @@ struct RunArgs {
     /// `tpuport.step()` markers), to try a long training script quickly.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_steps: Option<u32>,
+    /// host: where torch sees no CUDA, run the script's CUDA devices (`"cuda"`, `.cuda()`,
+    /// `torch.cuda.*`, autocast, GradScaler, NCCL) on the CPU, so a CUDA script runs as written.
+    #[arg(long)]
+    cuda_on_cpu: bool,
     /// No dashboard: one line per step and a summary at the end.
     #[arg(long)]
     no_tui: bool,
@@ -147,6 +160,42 @@ struct NumericsArgs {
     /// Python interpreter or venv (default: $VIRTUAL_ENV, else the project venv, else python3).
     #[arg(long, value_name = "PATH")]
     python: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// The training script, then its own arguments, the same for both runs (use `--` before
+    /// ones that start with `-`).
+    #[arg(required = true)]
+    script: PathBuf,
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+    /// Report folder: report.md, report.html, report.json, charts, the port's diff, both events
+    /// files and the copies (default: the terminal summary only).
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    output: Option<PathBuf>,
+    /// Training steps in each run.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    steps: u32,
+    /// Relative tolerance at which the port's losses and layer outputs count as parting from the
+    /// original's (TPU default precision is bf16-class: about 1e-3 per layer).
+    #[arg(long, default_value_t = 1e-2)]
+    rtol: f64,
+    /// `json`: the whole answer as JSON on stdout (for CI).
+    #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
+    output_format: CheckFormat,
+    /// Seconds each of the two runs may take.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
+    /// Python interpreter or venv (default: $VIRTUAL_ENV, else the project venv, else python3).
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum CheckFormat {
+    Text,
+    Json,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -397,176 +446,20 @@ struct TestRulesArgs {
     update: bool,
 }
 
-fn test_rules(a: TestRulesArgs) -> Result<u8> {
-    let reports = tpuport::port::testrules::run(&a.dir, a.update)?;
-    let (text, ok) = tpuport::port::testrules::render(&reports);
-    print!("{text}");
-    Ok(if ok { 0 } else { 1 })
-}
-
 pub fn run() -> Result<u8> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Migrate(a) => migrate(a),
-        Command::Rule(a) => rule(a),
-        Command::TestRules(a) => test_rules(a),
-        Command::Run(a) => run_script(a),
-        Command::Numerics(a) => numerics(a),
+        Command::Migrate(a) => commands::migrate(a),
+        Command::Rule(a) => commands::rule(a),
+        Command::TestRules(a) => commands::test_rules(a),
+        Command::Run(a) => commands::run_script(a),
+        Command::Numerics(a) => commands::numerics(a),
+        Command::Check(a) => commands::check(a),
         Command::Top(a) => Ok(tpuport::ui::top::run(&a.path)?.clamp(0, 255) as u8),
-        Command::Report(a) => report(a),
+        Command::Report(a) => commands::report(a),
         Command::Worker => {
             let code = tpuport::runtime::worker::main()?;
             Ok(code.clamp(0, 255) as u8)
         }
     }
-}
-
-fn numerics(a: NumericsArgs) -> Result<u8> {
-    let code = tpuport::runtime::numerics::numerics(tpuport::runtime::numerics::NumericsOptions {
-        script: a.script,
-        args: a.args,
-        steps: a.steps,
-        precision: a.precision.into(),
-        python: a.python,
-        chip: a.chip,
-    })?;
-    Ok(code.clamp(0, 255) as u8)
-}
-
-fn run_script(a: RunArgs) -> Result<u8> {
-    let request = tpuport::runtime::target::Request {
-        target: a.target.into(),
-        mode: a.mode.into(),
-        precision: a.precision.map(Into::into),
-        excess_precision: a.excess_precision,
-        debug_checks: a.debug_checks,
-        cpu_fallback: a.cpu_fallback,
-        cache_dir: a.cache_dir,
-        cache_name: a.cache_name,
-        chip: a.chip,
-    };
-    if let Some(t) = a.timeout
-        && !(t > 0.0 && t.is_finite())
-    {
-        bail!("--timeout must be a positive number of seconds, got {t}");
-    }
-    let (script, args) = match (&a.module, a.script) {
-        (Some(m), first) => (
-            PathBuf::from(m),
-            first
-                .map(|f| f.to_string_lossy().into_owned())
-                .into_iter()
-                .chain(a.args)
-                .collect(),
-        ),
-        (None, Some(s)) => (s, a.args),
-        (None, None) => unreachable!("clap requires a script or --module"),
-    };
-    let code = tpuport::runtime::run(tpuport::runtime::RunOptions {
-        script,
-        module: a.module,
-        args,
-        request,
-        python: a.python,
-        events: a.events,
-        timeout: a.timeout.map(std::time::Duration::from_secs_f64),
-        observer: observer(a.no_tui),
-        subprocess: a.subprocess,
-        sim: tpuport::runtime::SimOptions {
-            strict_hbm: a.strict_hbm,
-            hbm_track: a.hbm_track.into(),
-            hbm_bytes: a.hbm,
-        },
-        numerics: None,
-        max_steps: a.max_steps,
-    })?;
-    Ok(code.clamp(0, 255) as u8)
-}
-
-/// The dashboard when stdout is a terminal and no `--no-tui`, else a line per step. The
-/// dashboard starts when the run does; if it cannot, the run shows step lines instead.
-fn observer(no_tui: bool) -> tpuport::runtime::launcher::ObserverChoice {
-    use tpuport::runtime::launcher::{ObserverChoice, RunObserver, StepLines};
-    if no_tui || !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        return ObserverChoice::StepLines;
-    }
-    ObserverChoice::Start(Box::new(|| -> Box<dyn RunObserver> {
-        match tpuport::ui::live::LiveRun::start() {
-            Ok(d) => Box::new(d),
-            Err(e) => {
-                eprintln!("tpuport: note: {e:#}; showing one line per step instead");
-                Box::new(StepLines::default())
-            }
-        }
-    }))
-}
-
-fn report(a: ReportArgs) -> Result<u8> {
-    let (files, notes) = tpuport::profile::report::write_report(&a.runs, &a.output)?;
-    for n in notes {
-        eprintln!("tpuport report: warning: {n}");
-    }
-    for f in files {
-        println!("{}", f.display());
-    }
-    Ok(0)
-}
-
-fn migrate(a: MigrateArgs) -> Result<u8> {
-    if a.statistics && matches!(a.output_format, OutputFormat::Sarif | OutputFormat::Github) {
-        bail!(
-            "--statistics prints a table, as text or JSON: drop --output-format sarif/github, or use --output-format json"
-        );
-    }
-    use tpuport::port::config;
-    let loaded = config::discover(a.config.as_deref(), a.isolated, &a.paths)?;
-    let overrides = config::Overrides {
-        select: &a.select,
-        ignore: &a.ignore,
-        unsafe_fixes: (a.unsafe_fixes || a.no_unsafe_fixes).then_some(a.unsafe_fixes),
-        max_file_size_mb: a.max_file_size,
-    };
-    let mut rules = RuleSet::load(&config::rule_dirs(loaded.as_ref(), &a.rules))?;
-    let settled = config::settle(loaded.as_ref(), &overrides, &rules)?;
-    rules.filter(&settled.select, &settled.ignore)?;
-    if let Some(n) = a.threads {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n.max(1))
-            .build_global()?;
-    }
-    let mode = if a.write {
-        Mode::Write
-    } else if a.check {
-        Mode::Check
-    } else if a.diff {
-        Mode::Diff
-    } else {
-        Mode::Preview
-    };
-    let opts = Options {
-        paths: a.paths,
-        mode,
-        format: a.output_format.into(),
-        settings: Settings {
-            unsafe_fixes: settled.unsafe_fixes,
-        },
-        no_ignore: a.no_ignore,
-        max_file_size: settled.max_file_size_mb.saturating_mul(1_000_000),
-        quiet: a.quiet,
-        statistics: a.statistics,
-        exclude: settled.exclude,
-    };
-    let code = driver::run(&rules, &opts)?;
-    Ok(if a.exit_zero && code == driver::EXIT_FINDINGS {
-        driver::EXIT_CLEAN
-    } else {
-        code
-    })
-}
-
-fn rule(a: RuleArgs) -> Result<u8> {
-    let rules = RuleSet::load(&a.rules)?;
-    let text = tpuport::port::explain(&rules, a.id.as_deref(), a.all)?;
-    std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
-    Ok(0)
 }

@@ -17,7 +17,8 @@ pub const MAX_POINTS: usize = 2000;
 
 static FONT: Once = Once::new();
 
-fn register_font() {
+/// Register the bundled font (once) before drawing text.
+pub fn register_font() {
     FONT.call_once(|| {
         plotters::style::register_font(
             "sans-serif",

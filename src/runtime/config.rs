@@ -41,6 +41,10 @@ pub struct AgentConfig {
     pub numerics: Option<NumericsSpec>,
     /// Stop the script once this many steps have ended (the agent ends it as a clean exit).
     pub max_steps: Option<u32>,
+    /// Host target: the script's CUDA devices run on the CPU where torch sees no CUDA.
+    pub cuda_on_cpu: bool,
+    /// `tpuport check`: what this run of the two does.
+    pub check: Option<CheckSpec>,
     /// Python statements run after `import torch`, before the script (see `target::Plan`).
     pub calls: Vec<String>,
     /// The run's start (Unix seconds): event times are relative to it.
@@ -64,6 +68,26 @@ pub enum HbmTrack {
     /// Every op: exact, slower.
     Full,
     Off,
+}
+
+/// One of the two runs of `tpuport check`: same seeds, the loss of each step, and the outputs
+/// of every module on the first step, saved (the original) or compared (the port).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CheckSpec {
+    pub layers: LayersSpec,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LayersSpec {
+    /// Save the first step's module outputs here (the original run)...
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub save: Option<PathBuf>,
+    /// ...or compare with the ones saved here (the port)...
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compare: Option<PathBuf>,
+    /// ...and write the comparison here (JSON).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub out: Option<PathBuf>,
 }
 
 /// One of the two runs of `tpuport numerics`.
@@ -116,6 +140,8 @@ mod tests {
             hbm_track: HbmTrack::Full,
             numerics: None,
             max_steps: Some(5),
+            cuda_on_cpu: false,
+            check: None,
             calls: vec!["torch.tpu.allow_excess_precision = True".into()],
             t0: 1.5,
         }
@@ -152,6 +178,8 @@ mod tests {
                 "hbm_track": "full",
                 "numerics": null,
                 "max_steps": 5,
+                "cuda_on_cpu": false,
+                "check": null,
                 "calls": ["torch.tpu.allow_excess_precision = True"],
                 "t0": 1.5,
             })

@@ -50,6 +50,10 @@ pub struct RunOptions {
     pub numerics: Option<NumericsSpec>,
     /// Stop the script (exit 0) once this many training steps have ended.
     pub max_steps: Option<u32>,
+    /// Host target: run the script's CUDA devices on the CPU where torch sees no CUDA.
+    pub cuda_on_cpu: bool,
+    /// `tpuport check`: which of its two runs this is.
+    pub check: Option<config::CheckSpec>,
 }
 
 /// Options that only the sim target reads.
@@ -107,6 +111,8 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         hbm_track: opts.sim.hbm_track,
         numerics: opts.numerics.clone(),
         max_steps: opts.max_steps,
+        cuda_on_cpu: opts.cuda_on_cpu,
+        check: opts.check.clone(),
         calls: plan.calls.clone(),
         t0,
     };

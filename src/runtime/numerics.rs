@@ -89,6 +89,8 @@ pub fn numerics(opts: NumericsOptions) -> Result<i32> {
             },
             numerics: Some(spec),
             max_steps: None,
+            cuda_on_cpu: false,
+            check: None,
         })?;
         if code != 0 {
             bail!(

@@ -6,6 +6,7 @@
 
 mod architecture;
 mod areas;
+mod check;
 mod cli;
 mod common;
 mod config;

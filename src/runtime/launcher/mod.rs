@@ -32,7 +32,7 @@ use anyhow::{Context, Result};
 use crate::profile::event::{Event, RunStart};
 pub use child::EVENTS_FD;
 pub use exit::{EXIT_INTERRUPTED, EXIT_TIMEOUT, EXIT_USAGE, signal_name};
-pub use observer::{Control, ObserverChoice, RunObserver, StepLines};
+pub use observer::{Control, ObserverChoice, Quiet, RunObserver, StepLines};
 pub use paths::{default_events_path, utc_stamp};
 use sink::EventSink;
 use supervise::Supervisor;
@@ -90,9 +90,13 @@ pub fn launch(l: Launch) -> Result<i32> {
     let (interrupts, asked) = (run.interrupts, run.observer_interrupts);
     let mut observer = run.sink.observer;
     let finished = observer.finish(&|| interrupts.load(Ordering::SeqCst) > asked);
+    let prints = observer.prints_summary();
     drop(observer);
     if let Err(e) = finished {
         eprintln!("tpuport: the dashboard stopped: {e:#}");
+    }
+    if !prints {
+        return Ok(outcome.code);
     }
     eprintln!();
     eprintln!("{}", exit::describe_end(&run.run_start, outcome));

@@ -42,6 +42,31 @@ pub trait RunObserver {
         let _ = stop;
         Ok(())
     }
+
+    /// Whether the launcher prints the run's end and summary on stderr when it is over.
+    fn prints_summary(&self) -> bool {
+        true
+    }
+}
+
+/// Shows nothing: the script's output and the run's end go to the events file only (a run that
+/// another command reads back, such as `tpuport check`'s two runs).
+pub struct Quiet;
+
+impl RunObserver for Quiet {
+    fn passthrough(&self) -> bool {
+        false
+    }
+
+    fn event(&mut self, _e: &Event) -> Result<()> {
+        Ok(())
+    }
+
+    fn note(&mut self, _msg: &str) {}
+
+    fn prints_summary(&self) -> bool {
+        false
+    }
 }
 
 /// The observer a run gets, chosen by the caller.

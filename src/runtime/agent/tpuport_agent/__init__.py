@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from tpuport_agent import numerics, state
+from tpuport_agent import check, numerics, state
 
 _AGENT = None
 
@@ -86,6 +86,8 @@ class Agent:
             self.guarded(self.end_step, "optimizer")
         if self.numerics and self.step >= int(self.numerics["steps"]):
             numerics.finish(self)
+        if self.config.get("check"):
+            self.guarded(check.after_step, self)
         self.check_step_limit()
 
     def check_step_limit(self):
@@ -397,6 +399,11 @@ class Agent:
 
             sim.install(self.config, self)
             self.sim_memory = sys.modules["tpuport_agent.sim_memory"].TRACKER
+        elif self.config.get("target") == "host" and self.config.get("cuda_on_cpu"):
+            from tpuport_agent import host_cuda
+
+            if host_cuda.install(torch):
+                self.em.emit("log", stream="tpuport", line="host: no CUDA here; the script's CUDA devices run on the CPU")
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
         self.torch = torch
@@ -405,6 +412,8 @@ class Agent:
         self.install_sync_counters(torch)
         if self.numerics:
             numerics.install(self, torch)
+        elif self.config.get("check"):
+            check.install(self, torch)
         # TorchTPU settings that must precede the first compile (from `tpuport run` flags).
         for call in self.config.get("calls", []):
             try:

@@ -15,7 +15,12 @@ class NumericsDone(BaseException):
 
 
 def install(agent, torch):
-    """Same seeds in both runs; the loss of each step is the tensor backward() is called on."""
+    seed_and_record_loss(agent, torch)
+
+
+def seed_and_record_loss(agent, torch):
+    """Same seeds in both runs; the loss of each step is the tensor backward() is called on
+    (also used by ``tpuport check``)."""
     torch.manual_seed(0)
     random.seed(0)
     if "numpy" in sys.modules:

@@ -24,6 +24,21 @@ FALLBACK = "operator 'aten::%s' is not implemented for TPU. Falling back to CPU"
 FELL_BACK = {}
 
 
+class TpuCpuFallbackWarning(UserWarning):
+    """An op a TPU lacks ran on the CPU (``--cpu-fallback``): once per op, at the script's line."""
+
+
+def _script_site():
+    """The innermost frame of the script's own code (not torch's, not tpuport's)."""
+    f = sys._getframe(2)
+    while f is not None:
+        mod = f.f_globals.get("__name__", "") or ""
+        if not (mod == "torch" or mod.startswith(("torch.", "tpuport_agent"))):
+            return f.f_code.co_filename, f.f_lineno
+        f = f.f_back
+    return "<unknown>", 0
+
+
 def install(torch, cpu_fallback):
     # TPUPORT_SIM_OP_CHECK=0 switches the check off (bench/op_check_overhead.sh measures its cost).
     if os.environ.get("TPUPORT_SIM_OP_CHECK") == "0":
@@ -73,7 +88,10 @@ def _install_fallback(torch):
             if name is not None:
                 if name not in FELL_BACK:
                     FELL_BACK[name] = 0
-                    sys.stderr.write("[tpuport sim] %s\n" % (FALLBACK % name))
+                    # Through showwarning, not the filters: the agent's hook records it as a
+                    # warning event with the script's file and line, and it is printed.
+                    filename, lineno = _script_site()
+                    warnings.showwarning(FALLBACK % name, TpuCpuFallbackWarning, filename, lineno)
                 FELL_BACK[name] += 1
             return func(*args, **(kwargs or {}))
 

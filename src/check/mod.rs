@@ -1,0 +1,264 @@
+//! `tpuport check SCRIPT`: is this training script ready for a TPU? One command, the user's files
+//! untouched: it migrates a copy of the script's folder, runs the original as written on the host
+//! (its CUDA on the CPU where there is none) and the port on the sim target, same seeds, same
+//! arguments, N steps each, then compares them step by step and layer by layer and answers per
+//! section: port, run, numerics, ops, compiles and syncs, fit (ready / needs work / blocked),
+//! in the terminal, as JSON, and as a Markdown and HTML report with charts.
+
+pub mod charts;
+pub mod compare;
+pub mod facts;
+pub mod fit;
+pub mod port;
+pub mod report;
+pub mod verdict;
+pub mod workspace;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use crate::runtime::config::{CheckSpec, HbmTrack, LayersSpec};
+use crate::runtime::launcher::{ObserverChoice, Quiet, RunObserver};
+use crate::runtime::target::{Mode, Request, TargetRequest};
+use crate::runtime::{RunOptions, SimOptions};
+use facts::RunFacts;
+use verdict::{Checked, RunNumbers, Verdict};
+
+/// Exit statuses of `tpuport check`.
+pub const EXIT_READY: i32 = 0;
+pub const EXIT_NEEDS_WORK: i32 = 1;
+pub const EXIT_COULD_NOT_CHECK: i32 = 2;
+
+pub struct CheckOptions {
+    pub script: PathBuf,
+    pub args: Vec<String>,
+    /// Training steps per run.
+    pub steps: u32,
+    /// The report folder (kept: copies, events, report.md/html/json).
+    pub out: Option<PathBuf>,
+    pub python: Option<PathBuf>,
+    pub json: bool,
+    /// Relative tolerance for losses and layer outputs.
+    pub rtol: f64,
+    /// Seconds each run may take.
+    pub timeout: Option<std::time::Duration>,
+}
+
+pub fn check(opts: CheckOptions) -> Result<i32> {
+    if opts.steps == 0 {
+        bail!("--steps must be at least 1");
+    }
+    let (folder, name) = workspace::script_folder(&opts.script)?;
+    let tmp;
+    let out = match &opts.out {
+        Some(o) => {
+            std::fs::create_dir_all(o)
+                .with_context(|| format!("cannot create the report folder {}", o.display()))?;
+            std::fs::canonicalize(o)?
+        }
+        None => {
+            tmp = tempfile::tempdir().context("cannot create a temporary folder")?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let work = out.join("work");
+    let _ = std::fs::remove_dir_all(&work);
+    let (original_dir, port_dir) = (work.join("original"), work.join("port"));
+    let say = |m: &str| {
+        if !opts.json {
+            eprintln!("tpuport check: {m}");
+        }
+    };
+    say(&format!(
+        "copying {} (the user's files stay as they are)",
+        folder.display()
+    ));
+    for d in [&original_dir, &port_dir] {
+        workspace::copy_tree(&folder, d, std::slice::from_ref(&out))?;
+    }
+    let tpuport = std::env::current_exe().context("cannot find the tpuport binary")?;
+    let config = crate::port::config::discover(None, false, std::slice::from_ref(&opts.script))?
+        .map(|c| c.path.clone());
+    say("porting the copy (tpuport migrate --write)");
+    let port = port::migrate(&tpuport, &port_dir, config.as_ref())?;
+
+    let layers_saved = out.join("layers-original.pt");
+    let layers_json = out.join("layers.json");
+    let (original_events, port_events) = (out.join("original.jsonl"), out.join("port.jsonl"));
+    say(&format!(
+        "running the original on the host ({} steps)",
+        opts.steps
+    ));
+    let host = RunOptions {
+        script: original_dir.join(&name),
+        module: None,
+        args: opts.args.clone(),
+        request: Request {
+            target: TargetRequest::Host,
+            ..Request::default()
+        },
+        python: opts.python.clone(),
+        events: Some(original_events.clone()),
+        timeout: opts.timeout,
+        observer: quiet(),
+        subprocess: false,
+        sim: SimOptions::default(),
+        numerics: None,
+        max_steps: Some(opts.steps),
+        cuda_on_cpu: true,
+        check: Some(CheckSpec {
+            layers: LayersSpec {
+                save: Some(layers_saved.clone()),
+                ..LayersSpec::default()
+            },
+        }),
+    };
+    in_folder(&original_dir, || crate::runtime::run(host))?;
+    let original = RunFacts::read(&original_events)?;
+    say(&format!(
+        "running the port on the sim ({} steps)",
+        opts.steps
+    ));
+    let sim = RunOptions {
+        script: port_dir.join(&name),
+        module: None,
+        args: opts.args.clone(),
+        request: Request {
+            target: TargetRequest::Sim,
+            mode: Mode::Strict,
+            cpu_fallback: true,
+            ..Request::default()
+        },
+        python: opts.python.clone(),
+        events: Some(port_events.clone()),
+        timeout: opts.timeout,
+        observer: quiet(),
+        subprocess: false,
+        sim: SimOptions {
+            hbm_track: HbmTrack::Full,
+            ..SimOptions::default()
+        },
+        numerics: None,
+        max_steps: Some(opts.steps),
+        cuda_on_cpu: false,
+        check: Some(CheckSpec {
+            layers: LayersSpec {
+                compare: original.ok().then(|| layers_saved.clone()),
+                out: original.ok().then(|| layers_json.clone()),
+                ..LayersSpec::default()
+            },
+        }),
+    };
+    in_folder(&port_dir, || crate::runtime::run(sim))?;
+    let mut ported = RunFacts::read(&port_events)?;
+    ported.relative_to(&port_dir);
+
+    if !original.ok() {
+        let why = match &original.exception {
+            Some(e) => format!("{}: {}", e.kind, e.message.lines().next().unwrap_or("")),
+            None => format!(
+                "exit {}, {} steps",
+                original.exit_code, original.summary.steps
+            ),
+        };
+        let at = original
+            .failing_line(&original_dir)
+            .map(|l| format!(" at {l}"))
+            .unwrap_or_default();
+        eprintln!(
+            "tpuport check: could not check {}: the original failed on the host{at} ({why}); fix it so that `python {}` runs, then check again (events: {})",
+            opts.script.display(),
+            name.display(),
+            original_events.display()
+        );
+        return Ok(EXIT_COULD_NOT_CHECK);
+    }
+    let layers = if layers_json.is_file() {
+        compare::read_layers(&layers_json)?
+    } else {
+        compare::Layers::default()
+    };
+    let checked = assemble(&opts, &port, &original, &ported, &port_dir, layers);
+    report::write(&out, &checked, &port, opts.out.is_some())?;
+    if opts.json {
+        println!("{}", serde_json::to_string_pretty(&checked)?);
+    } else {
+        print!("{}", report::text(&checked, opts.out.as_deref()));
+    }
+    Ok(match checked.verdict {
+        Verdict::Ready => EXIT_READY,
+        _ => EXIT_NEEDS_WORK,
+    })
+}
+
+/// The whole answer, from the port's findings and the two runs' facts.
+pub fn assemble(
+    opts: &CheckOptions,
+    port: &port::Port,
+    original: &RunFacts,
+    ported: &RunFacts,
+    port_dir: &Path,
+    layers: compare::Layers,
+) -> Checked {
+    let losses = compare::loss_table(&original.losses, &ported.losses);
+    let (numerics, parting, diverging) = verdict::numerics_section(&losses, &layers, opts.rtol);
+    let fit = fit::fit(
+        ported.summary.peak_device.unwrap_or(0),
+        ported.resident,
+        ported.samples,
+    );
+    let ran = ported.summary.steps > 0;
+    let sections = vec![
+        verdict::port_section(port),
+        verdict::run_section(ported, ported.failing_line(port_dir), opts.steps),
+        numerics,
+        verdict::ops_section(&ported.fallback_ops),
+        if ran {
+            verdict::compiles_section(ported)
+        } else {
+            verdict::not_measured("compiles and syncs")
+        },
+        if ran {
+            verdict::fit_section(&fit)
+        } else {
+            verdict::not_measured("fit")
+        },
+    ];
+    let overall = sections
+        .iter()
+        .map(|s| s.verdict)
+        .max()
+        .unwrap_or(Verdict::Ready);
+    Checked {
+        script: opts.script.display().to_string(),
+        args: opts.args.clone(),
+        steps_asked: opts.steps,
+        rtol: opts.rtol,
+        verdict: overall,
+        sections,
+        original: RunNumbers::of(original, "host"),
+        port: RunNumbers::of(ported, "sim"),
+        losses,
+        first_parting_step: parting,
+        layers: layers.layers,
+        first_diverging_layer: diverging,
+        missing_ops: ported.fallback_ops.clone(),
+        fit,
+        findings: port.findings.clone(),
+    }
+}
+
+fn quiet() -> ObserverChoice {
+    ObserverChoice::Start(Box::new(|| -> Box<dyn RunObserver> { Box::new(Quiet) }))
+}
+
+/// Run `f` with the process's working folder set to `dir` (scripts read and write relative to
+/// it), then restore it.
+fn in_folder<T>(dir: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let before = std::env::current_dir()?;
+    std::env::set_current_dir(dir).with_context(|| format!("cannot enter {}", dir.display()))?;
+    let r = f();
+    std::env::set_current_dir(before)?;
+    r
+}

@@ -1,0 +1,188 @@
+//! What each command does once its arguments are parsed (the clap definitions are in
+//! `cli.rs`): build the options, call the library, map the result to an exit code.
+
+use super::*;
+
+pub(super) fn test_rules(a: TestRulesArgs) -> Result<u8> {
+    let reports = tpuport::port::testrules::run(&a.dir, a.update)?;
+    let (text, ok) = tpuport::port::testrules::render(&reports);
+    print!("{text}");
+    Ok(if ok { 0 } else { 1 })
+}
+
+pub(super) fn numerics(a: NumericsArgs) -> Result<u8> {
+    let code = tpuport::runtime::numerics::numerics(tpuport::runtime::numerics::NumericsOptions {
+        script: a.script,
+        args: a.args,
+        steps: a.steps,
+        precision: a.precision.into(),
+        python: a.python,
+        chip: a.chip,
+    })?;
+    Ok(code.clamp(0, 255) as u8)
+}
+
+pub(super) fn check(a: CheckArgs) -> Result<u8> {
+    if let Some(t) = a.timeout
+        && !(t > 0.0 && t.is_finite())
+    {
+        bail!("--timeout must be a positive number of seconds, got {t}");
+    }
+    if !(a.rtol > 0.0 && a.rtol.is_finite()) {
+        bail!("--rtol must be a positive number, got {}", a.rtol);
+    }
+    let code = tpuport::check::check(tpuport::check::CheckOptions {
+        script: a.script,
+        args: a.args,
+        steps: a.steps,
+        out: a.output,
+        python: a.python,
+        json: matches!(a.output_format, CheckFormat::Json),
+        rtol: a.rtol,
+        timeout: a.timeout.map(std::time::Duration::from_secs_f64),
+    })?;
+    Ok(code.clamp(0, 255) as u8)
+}
+
+pub(super) fn run_script(a: RunArgs) -> Result<u8> {
+    if a.cuda_on_cpu && !matches!(a.target, TargetArg::Host) {
+        bail!("--cuda-on-cpu is for --target host (the sim target maps \"tpu\", not \"cuda\")");
+    }
+    let request = tpuport::runtime::target::Request {
+        target: a.target.into(),
+        mode: a.mode.into(),
+        precision: a.precision.map(Into::into),
+        excess_precision: a.excess_precision,
+        debug_checks: a.debug_checks,
+        cpu_fallback: a.cpu_fallback,
+        cache_dir: a.cache_dir,
+        cache_name: a.cache_name,
+        chip: a.chip,
+    };
+    if let Some(t) = a.timeout
+        && !(t > 0.0 && t.is_finite())
+    {
+        bail!("--timeout must be a positive number of seconds, got {t}");
+    }
+    let (script, args) = match (&a.module, a.script) {
+        (Some(m), first) => (
+            PathBuf::from(m),
+            first
+                .map(|f| f.to_string_lossy().into_owned())
+                .into_iter()
+                .chain(a.args)
+                .collect(),
+        ),
+        (None, Some(s)) => (s, a.args),
+        (None, None) => unreachable!("clap requires a script or --module"),
+    };
+    let code = tpuport::runtime::run(tpuport::runtime::RunOptions {
+        script,
+        module: a.module,
+        args,
+        request,
+        python: a.python,
+        events: a.events,
+        timeout: a.timeout.map(std::time::Duration::from_secs_f64),
+        observer: observer(a.no_tui),
+        subprocess: a.subprocess,
+        sim: tpuport::runtime::SimOptions {
+            strict_hbm: a.strict_hbm,
+            hbm_track: a.hbm_track.into(),
+            hbm_bytes: a.hbm,
+        },
+        numerics: None,
+        max_steps: a.max_steps,
+        cuda_on_cpu: a.cuda_on_cpu,
+        check: None,
+    })?;
+    Ok(code.clamp(0, 255) as u8)
+}
+
+/// The dashboard when stdout is a terminal and no `--no-tui`, else a line per step. The
+/// dashboard starts when the run does; if it cannot, the run shows step lines instead.
+pub(super) fn observer(no_tui: bool) -> tpuport::runtime::launcher::ObserverChoice {
+    use tpuport::runtime::launcher::{ObserverChoice, RunObserver, StepLines};
+    if no_tui || !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return ObserverChoice::StepLines;
+    }
+    ObserverChoice::Start(Box::new(|| -> Box<dyn RunObserver> {
+        match tpuport::ui::live::LiveRun::start() {
+            Ok(d) => Box::new(d),
+            Err(e) => {
+                eprintln!("tpuport: note: {e:#}; showing one line per step instead");
+                Box::new(StepLines::default())
+            }
+        }
+    }))
+}
+
+pub(super) fn report(a: ReportArgs) -> Result<u8> {
+    let (files, notes) = tpuport::profile::report::write_report(&a.runs, &a.output)?;
+    for n in notes {
+        eprintln!("tpuport report: warning: {n}");
+    }
+    for f in files {
+        println!("{}", f.display());
+    }
+    Ok(0)
+}
+
+pub(super) fn migrate(a: MigrateArgs) -> Result<u8> {
+    if a.statistics && matches!(a.output_format, OutputFormat::Sarif | OutputFormat::Github) {
+        bail!(
+            "--statistics prints a table, as text or JSON: drop --output-format sarif/github, or use --output-format json"
+        );
+    }
+    use tpuport::port::config;
+    let loaded = config::discover(a.config.as_deref(), a.isolated, &a.paths)?;
+    let overrides = config::Overrides {
+        select: &a.select,
+        ignore: &a.ignore,
+        unsafe_fixes: (a.unsafe_fixes || a.no_unsafe_fixes).then_some(a.unsafe_fixes),
+        max_file_size_mb: a.max_file_size,
+    };
+    let mut rules = RuleSet::load(&config::rule_dirs(loaded.as_ref(), &a.rules))?;
+    let settled = config::settle(loaded.as_ref(), &overrides, &rules)?;
+    rules.filter(&settled.select, &settled.ignore)?;
+    if let Some(n) = a.threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global()?;
+    }
+    let mode = if a.write {
+        Mode::Write
+    } else if a.check {
+        Mode::Check
+    } else if a.diff {
+        Mode::Diff
+    } else {
+        Mode::Preview
+    };
+    let opts = Options {
+        paths: a.paths,
+        mode,
+        format: a.output_format.into(),
+        settings: Settings {
+            unsafe_fixes: settled.unsafe_fixes,
+        },
+        no_ignore: a.no_ignore,
+        max_file_size: settled.max_file_size_mb.saturating_mul(1_000_000),
+        quiet: a.quiet,
+        statistics: a.statistics,
+        exclude: settled.exclude,
+    };
+    let code = driver::run(&rules, &opts)?;
+    Ok(if a.exit_zero && code == driver::EXIT_FINDINGS {
+        driver::EXIT_CLEAN
+    } else {
+        code
+    })
+}
+
+pub(super) fn rule(a: RuleArgs) -> Result<u8> {
+    let rules = RuleSet::load(&a.rules)?;
+    let text = tpuport::port::explain(&rules, a.id.as_deref(), a.all)?;
+    std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
+    Ok(0)
+}

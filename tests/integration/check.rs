@@ -1,0 +1,240 @@
+//! `tpuport check`: on the CUDA GPT example (argparse flags, autocast with a GradScaler, DDP
+//! paths, a compile flag, pinned-memory batches, a checkpoint) a complete report with the user's
+//! files untouched, whose numbers are the two events files' numbers; a script using an op a TPU
+//! lacks and one with a Triton kernel are blocked, with the line; the HTML report's DOM.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::common::{repo, tools_venv, tpuport, venv};
+
+/// Every file under `dir` with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.clone(), fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The numbers of a run, recomputed from its events file alone.
+fn recompute(path: &Path) -> (Vec<(u64, f64)>, u64, u64, u64, Option<u64>) {
+    let evs = lines(path);
+    let of = |t: &'static str| evs.iter().filter(move |e| e["type"] == t);
+    let losses = of("step")
+        .filter_map(|e| Some((e["step"].as_u64()?, e["loss"].as_f64()?)))
+        .collect();
+    let steps = of("step")
+        .filter_map(|e| e["step"].as_u64())
+        .max()
+        .unwrap_or(0);
+    let syncs = of("sync")
+        .flat_map(|e| e["counts"].as_object().unwrap().values())
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    let compiles = of("compile")
+        .filter(|e| e["kind"] == "forward" && e["status"] == "ok")
+        .count() as u64;
+    let peak = of("memory")
+        .filter_map(|e| e["peak"].as_u64().or(e["allocated"].as_u64()))
+        .max();
+    (losses, steps, syncs, compiles, peak)
+}
+
+#[test]
+fn gpt_example_report_matches_its_events_and_leaves_the_files_alone() {
+    let venv = venv();
+    let example = repo().join("examples/cuda/gpt");
+    let before = snapshot(&example);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let run = tpuport(&venv, 900)
+        .arg("check")
+        .arg(example.join("train.py"))
+        .arg("-o")
+        .arg(&out)
+        .args(["--steps", "4", "--", "--dtype", "float32", "--steps", "50"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert_eq!(
+        snapshot(&example),
+        before,
+        "the user's files changed (or new ones appeared)"
+    );
+    for f in [
+        "report.md",
+        "report.html",
+        "report.json",
+        "loss.svg",
+        "hbm.svg",
+        "compiles.svg",
+        "port.diff",
+    ] {
+        assert!(out.join(f).is_file(), "no {f}");
+    }
+    let report: Value =
+        serde_json::from_str(&fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let names: Vec<&str> = report["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "port",
+            "run",
+            "numerics",
+            "ops",
+            "compiles and syncs",
+            "fit"
+        ]
+    );
+    // Manual work left: the TF32 switches (PRC004), each with its line.
+    let port = &report["sections"][0];
+    assert_eq!(port["verdict"], "needs-work");
+    assert!(
+        port["items"].as_array().unwrap().iter().any(|i| i
+            .as_str()
+            .unwrap()
+            .starts_with("train.py:")
+            && i.as_str().unwrap().contains("PRC004")),
+        "{port}"
+    );
+    let diff = fs::read_to_string(out.join("port.diff")).unwrap();
+    assert!(
+        diff.contains("+    dist.init_process_group(backend=\"tpu_dist\")")
+            && diff.contains("+scaler = torch.amp.GradScaler(\"tpu\", enabled=False)"),
+        "{diff}"
+    );
+    // The report's numbers are the events' numbers.
+    for (file, key) in [("original.jsonl", "original"), ("port.jsonl", "port")] {
+        let (losses, steps, syncs, compiles, peak) = recompute(&out.join(file));
+        assert_eq!(steps, 4, "{file}");
+        assert_eq!(report[key]["steps"], steps, "{file}");
+        assert_eq!(report[key]["syncs"], syncs, "{file}");
+        assert_eq!(report[key]["compiles"], compiles, "{file}");
+        assert_eq!(report[key]["peak_device_bytes"].as_u64(), peak, "{file}");
+        let column: Vec<(u64, f64)> = report["losses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| Some((r["step"].as_u64()?, r[key].as_f64()?)))
+            .collect();
+        assert_eq!(column, losses, "{file}");
+        assert_eq!(losses.len(), 4, "{file}");
+    }
+    // Per-layer comparison of step 1, named by the model's modules; the fit on four chips.
+    let layers = report["layers"].as_array().unwrap();
+    assert!(layers.len() >= 10, "{layers:?}");
+    assert!(
+        layers.iter().any(|l| l["name"] == "GPT.blocks.0.qkv"),
+        "{layers:?}"
+    );
+    // TPU precision (bf16 inputs) against host float32: the matmuls' outputs differ a little.
+    let qkv = layers
+        .iter()
+        .find(|l| l["name"] == "GPT.blocks.0.qkv")
+        .unwrap();
+    let rel = qkv["rel_fro"].as_f64().unwrap();
+    assert!(rel > 1e-5 && rel < 1e-1, "{qkv}");
+    assert_eq!(report["fit"].as_array().unwrap().len(), 4);
+    assert_eq!(report["verdict"], "needs-work");
+    assert!(
+        stdout.contains("NEEDS WORK") && stdout.contains("loss by step"),
+        "{stdout}"
+    );
+    // The HTML report is a well-formed page with its sections, tables and three charts.
+    if let Some(py) = tools_venv("the HTML report's DOM") {
+        let dom = std::process::Command::new(py.join("bin/python"))
+            .arg(repo().join("tests/scripts/check_html.py"))
+            .arg(out.join("report.html"))
+            .output()
+            .unwrap();
+        assert!(
+            dom.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&dom.stdout),
+            String::from_utf8_lossy(&dom.stderr)
+        );
+    }
+}
+
+#[test]
+fn an_op_a_tpu_lacks_and_a_triton_kernel_are_blocked_with_the_line() {
+    let venv = venv();
+    let check = |name: &str| -> Value {
+        let run = tpuport(&venv, 600)
+            .arg("check")
+            .arg(repo().join(format!("tests/data/check/{name}/train.py")))
+            .args(["--output-format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            run.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        serde_json::from_slice(&run.stdout).unwrap()
+    };
+    let section = |r: &Value, name: &str| -> Value {
+        r["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let ops = check("ops");
+    assert_eq!(ops["verdict"], "blocked");
+    let s = section(&ops, "ops");
+    assert_eq!(s["verdict"], "blocked");
+    assert_eq!(s["items"][0], "train.py:15: aten::median", "{s}");
+    assert_eq!(section(&ops, "run")["verdict"], "ready");
+
+    let kernel = check("kernel");
+    assert_eq!(kernel["verdict"], "blocked");
+    let port = section(&kernel, "port");
+    assert_eq!(port["verdict"], "blocked");
+    assert!(
+        port["items"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("train.py:9: KRN002"),
+        "{port}"
+    );
+    let run = section(&kernel, "run");
+    assert_eq!(run["verdict"], "blocked");
+    assert!(
+        run["summary"]
+            .as_str()
+            .unwrap()
+            .contains("Found no NVIDIA driver"),
+        "{run}"
+    );
+}
