@@ -2,7 +2,8 @@
 sim target? Driven by bench/realcode.sh (which prepares the sdists, the libraries and the binary).
 
 For each script of scripts.toml: a fresh copy of its folder from the pinned sdist; first the
-script as written on the host (`tpuport run --target host`, with `host_args`: the baseline);
+script as written on the host (`tpuport run --target host --cuda-on-cpu`: its CUDA runs on the
+CPU where there is none; `host_args`: the baseline);
 then `tpuport migrate` (findings as JSON, then `--write`, default settings: safe fixes only) and
 the port on the sim (`tpuport run --target sim --no-tui --max-steps N`), both through a driver
 that sets up synthetic data (synthetic.py) and runs the script as __main__. Each is classified:
@@ -135,11 +136,12 @@ def run_one(entry, a):
         rec.update(outcome="failed", why="harness: %s is not in the sdist" % rec["script"])
         return rec
     steps_limit = int(entry.get("steps", a.steps))
-    host_args = entry.get("host_args", [("cpu" if x == "tpu" else x) for x in entry.get("args", [])])
+    host_args = entry.get("host_args", [("cuda" if x == "tpu" else x) for x in entry.get("args", [])])
     # The baseline: the script as written, on the host, from a copy of its folder.
     base = os.path.join(work, "host")
     shutil.copytree(folder, base)
-    host = launch(a, entry, base, host_args, "host", steps_limit, os.path.join(work, "host"))
+    host = launch(a, entry, base, host_args, "host", steps_limit, os.path.join(work, "host"),
+                  flags=["--cuda-on-cpu"])
     rec["host"] = {k: host[k] for k in ("exit", "steps", "seconds")}
     port, err = migrate(a.tpuport, folder, entry["script"])
     if err:

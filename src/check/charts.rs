@@ -7,39 +7,74 @@ use plotters::prelude::*;
 use super::compare::LossRow;
 use super::fit::ChipFit;
 use crate::profile::aggregate::Aggregator;
-use crate::profile::charts::{self, COLORS, ChartSpec, Series};
+use crate::profile::charts::{self, COLORS};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
 fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
-    anyhow!("drawing the HBM chart: {e}")
+    anyhow!("drawing a check chart: {e}")
 }
 
-/// Loss by step: the original (host, float32) and the port (sim, TPU precision).
+/// Loss by step: the original (host, float32) as a wide line, the port (sim, TPU precision)
+/// dashed on top, on a y axis fitted to the losses (so that where they part shows).
 pub fn losses(rows: &[LossRow]) -> Result<String> {
-    let line = |i: usize, label: &str, pick: fn(&LossRow) -> Option<f64>| Series {
-        label: label.to_string(),
-        color: COLORS[i],
-        points: rows
-            .iter()
-            .filter_map(|r| {
-                pick(r)
-                    .filter(|l| l.is_finite())
-                    .map(|l| (r.step as f64, l))
-            })
-            .collect(),
-        reference: false,
+    let pick = |f: fn(&LossRow) -> Option<f64>| -> Vec<(f64, f64)> {
+        rows.iter()
+            .filter_map(|r| f(r).filter(|l| l.is_finite()).map(|l| (r.step as f64, l)))
+            .collect()
     };
-    charts::svg(&ChartSpec {
-        title: "Loss by step: original vs port".into(),
-        x_label: "step".into(),
-        y_label: "loss".into(),
-        series: vec![
-            line(0, "original (host, float32)", |r| r.original),
-            line(1, "port (sim, TPU precision)", |r| r.port),
-        ],
-        legend: SeriesLabelPosition::UpperRight,
-    })
+    let (original, port) = (pick(|r| r.original), pick(|r| r.port));
+    let (lo, hi) = original
+        .iter()
+        .chain(&port)
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+            (a.min(p.1), b.max(p.1))
+        });
+    let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) };
+    let pad = ((hi - lo) * 0.08).max(hi.abs() * 1e-3).max(1e-9);
+    let x1 = rows.iter().map(|r| r.step as f64).fold(2.0, f64::max);
+    charts::register_font();
+    let mut out = String::new();
+    {
+        let root =
+            SVGBackend::with_string(&mut out, (charts::WIDTH, charts::HEIGHT)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Loss by step: original vs port", ("sans-serif", 24))
+            .margin(14)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(1.0..x1, (lo - pad)..(hi + pad))
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("step")
+            .y_desc("loss")
+            .label_style(("sans-serif", 14))
+            .draw()
+            .map_err(err)?;
+        let (a, b) = (COLORS[0], COLORS[1]);
+        chart
+            .draw_series(LineSeries::new(original, a.stroke_width(5)))
+            .map_err(err)?
+            .label("original (host, float32)")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], a.stroke_width(5)));
+        chart
+            .draw_series(DashedLineSeries::new(port, 8, 5, b.stroke_width(2)))
+            .map_err(err)?
+            .label("port (sim, TPU precision)")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], b.stroke_width(2)));
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 14))
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)?;
+    }
+    Ok(out)
 }
 
 /// The port's compiles over time.
@@ -90,26 +125,28 @@ pub fn hbm(fit: &[ChipFit]) -> Result<String> {
             let cap = c.hbm_per_device as f64 / GIB;
             let peak = c.peak as f64 / GIB;
             let color = if c.fits { COLORS[0] } else { RED };
-            chart
+            let capacity = chart
                 .draw_series([Rectangle::new(
                     [(x + 0.15, 0.0), (x + 0.5, cap)],
                     light.filled(),
                 )])
-                .map_err(err)?
-                .label(if i == 0 { "HBM per device" } else { "" })
-                .legend(move |(x, y)| {
+                .map_err(err)?;
+            if i == 0 {
+                capacity.label("HBM per device").legend(move |(x, y)| {
                     Rectangle::new([(x, y - 5), (x + 14, y + 5)], light.filled())
                 });
-            chart
-                .draw_series([Rectangle::new(
-                    [(x + 0.5, 0.0), (x + 0.85, peak.max(top * 0.004))],
-                    color.filled(),
-                )])
-                .map_err(err)?
-                .label(if i == 0 { "port's peak" } else { "" })
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], COLORS[0].filled())
-                });
+            }
+            let bar = [Rectangle::new(
+                [(x + 0.5, 0.0), (x + 0.85, peak.max(top * 0.004))],
+                color.filled(),
+            )];
+            let used = chart.draw_series(bar).map_err(err)?;
+            if i == 0 {
+                used.label("port's peak (red: does not fit)")
+                    .legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 14, y + 5)], COLORS[0].filled())
+                    });
+            }
         }
         chart
             .configure_series_labels()

@@ -36,6 +36,18 @@ fn lines(path: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// Chromium (Debian's package) if installed: `TPUPORT_CHROMIUM`, else `chromium` on the PATH.
+fn chromium() -> Option<PathBuf> {
+    if let Some(c) = std::env::var_os("TPUPORT_CHROMIUM").filter(|c| !c.is_empty()) {
+        return Some(PathBuf::from(c));
+    }
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join("chromium"))
+        .find(|p| p.is_file())
+}
+
 /// The numbers of a run, recomputed from its events file alone.
 fn recompute(path: &Path) -> (Vec<(u64, f64)>, u64, u64, u64, Option<u64>) {
     let evs = lines(path);
@@ -167,6 +179,56 @@ fn gpt_example_report_matches_its_events_and_leaves_the_files_alone() {
         stdout.contains("NEEDS WORK") && stdout.contains("loss by step"),
         "{stdout}"
     );
+    // The HTML report renders in a real headless browser: its DOM as Chromium built it, and a
+    // screenshot that shows something.
+    if let Some(chromium) = chromium() {
+        let url = format!("file://{}", out.join("report.html").display());
+        let flags = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+        ];
+        let dom = std::process::Command::new(&chromium)
+            .args(flags)
+            .args(["--dump-dom", &url])
+            .output()
+            .unwrap();
+        let dom = String::from_utf8_lossy(&dom.stdout);
+        assert!(
+            dom.contains("<tbody>")
+                && dom.contains("id=\"verdict\"")
+                && dom.matches("<svg").count() >= 3,
+            "{dom}"
+        );
+        let shot = dir.path().join("report.png");
+        let status = std::process::Command::new(&chromium)
+            .args(flags)
+            .arg(format!("--screenshot={}", shot.display()))
+            .args(["--window-size=1200,1700", &url])
+            .output()
+            .unwrap();
+        assert!(
+            shot.is_file(),
+            "{}",
+            String::from_utf8_lossy(&status.stderr)
+        );
+        let decoder = png::Decoder::new(std::io::BufReader::new(fs::File::open(&shot).unwrap()));
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        assert_eq!((info.width, info.height), (1200, 1700));
+        let ink = buf[..info.buffer_size()]
+            .iter()
+            .filter(|&&b| b < 200)
+            .count();
+        assert!(
+            ink > 20_000,
+            "the screenshot is almost blank ({ink} dark bytes)"
+        );
+    } else {
+        eprintln!("SKIPPED: the HTML report in Chromium (install it: apt-get install chromium)");
+    }
     // The HTML report is a well-formed page with its sections, tables and three charts.
     if let Some(py) = tools_venv("the HTML report's DOM") {
         let dom = std::process::Command::new(py.join("bin/python"))
