@@ -116,6 +116,26 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
     };
     in_folder(&original_dir, || crate::runtime::run(host))?;
     let original = RunFacts::read(&original_events)?;
+    if !original.ok() {
+        let why = match &original.exception {
+            Some(e) => format!("{}: {}", e.kind, e.message.lines().next().unwrap_or("")),
+            None => format!(
+                "exit {}, {} steps",
+                original.exit_code, original.summary.steps
+            ),
+        };
+        let at = original
+            .failing_line(&original_dir)
+            .map(|l| format!(" at {l}"))
+            .unwrap_or_default();
+        eprintln!(
+            "tpuport check: could not check {}: the original failed on the host{at} ({why}); fix it so that `python {}` runs, then check again (events: {})",
+            opts.script.display(),
+            name.display(),
+            original_events.display()
+        );
+        return Ok(EXIT_COULD_NOT_CHECK);
+    }
     say(&format!(
         "running the port on the sim ({} steps)",
         opts.steps
@@ -144,8 +164,8 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
         cuda_on_cpu: false,
         check: Some(CheckSpec {
             layers: LayersSpec {
-                compare: original.ok().then(|| layers_saved.clone()),
-                out: original.ok().then(|| layers_json.clone()),
+                compare: Some(layers_saved.clone()),
+                out: Some(layers_json.clone()),
                 ..LayersSpec::default()
             },
         }),
@@ -154,26 +174,6 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
     let mut ported = RunFacts::read(&port_events)?;
     ported.relative_to(&port_dir);
 
-    if !original.ok() {
-        let why = match &original.exception {
-            Some(e) => format!("{}: {}", e.kind, e.message.lines().next().unwrap_or("")),
-            None => format!(
-                "exit {}, {} steps",
-                original.exit_code, original.summary.steps
-            ),
-        };
-        let at = original
-            .failing_line(&original_dir)
-            .map(|l| format!(" at {l}"))
-            .unwrap_or_default();
-        eprintln!(
-            "tpuport check: could not check {}: the original failed on the host{at} ({why}); fix it so that `python {}` runs, then check again (events: {})",
-            opts.script.display(),
-            name.display(),
-            original_events.display()
-        );
-        return Ok(EXIT_COULD_NOT_CHECK);
-    }
     let layers = if layers_json.is_file() {
         compare::read_layers(&layers_json)?
     } else {

@@ -290,6 +290,27 @@ fn an_op_a_tpu_lacks_and_a_triton_kernel_are_blocked_with_the_line() {
     assert_eq!(s["items"][0], "train.py:15: aten::median", "{s}");
     assert_eq!(section(&ops, "run")["verdict"], "ready");
 
+    // A script that fails as written cannot be checked: exit 2, and why, with the line.
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(
+        dir.path().join("train.py"),
+        "def load():\n    raise FileNotFoundError('data/train.bin')\n\n\nload()\n",
+    )
+    .unwrap();
+    let broken = tpuport(&venv, 300)
+        .arg("check")
+        .arg(dir.path().join("train.py"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&broken.stderr);
+    assert_eq!(broken.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "the original failed on the host at train.py:2 (FileNotFoundError: data/train.bin)"
+        ),
+        "{stderr}"
+    );
+
     let kernel = check("kernel");
     assert_eq!(kernel["verdict"], "blocked");
     let port = section(&kernel, "port");
