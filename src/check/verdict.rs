@@ -191,10 +191,9 @@ pub fn numerics_section(
     let parting = first_parting(losses, rtol).map(|r| r.step);
     let diverging = first_diverging(layers, rtol).cloned();
     let worst = losses.iter().filter_map(|r| r.rel).fold(0.0_f64, f64::max);
-    let mut items = vec![];
-    if let Some(l) = &diverging {
-        items.push(format!(
-            "first diverging layer on step 1: #{} {} ({}) relative difference {:.2e}, {:.1} % of {} elements mismatched, worst abs {:.3e}, rel {:.3e}; passes with atol={:.1e} or rtol={:.1e}",
+    let describe = |what: &str, l: &LayerRow| {
+        format!(
+            "{what} on step 1: #{} {} ({}) relative difference {:.2e}, {:.1} % of {} elements mismatched, worst abs {:.3e}, rel {:.3e}; passes with atol={:.1e} or rtol={:.1e}",
             l.index,
             l.name,
             l.class,
@@ -205,7 +204,16 @@ pub fn numerics_section(
             l.max_rel,
             l.atol_to_pass,
             l.rtol_to_pass
-        ));
+        )
+    };
+    let mut items = vec![];
+    // Where TPU numerics first show (float32 assert_close tolerances), and where they pass rtol.
+    let differing = layers.layers.iter().find(|l| l.mismatched > 0);
+    if let Some(l) = differing {
+        items.push(describe("first layer that differs", l));
+    }
+    if let Some(l) = &diverging {
+        items.push(describe(&format!("first layer beyond rtol {rtol:.0e}"), l));
     }
     let (verdict, summary) = if compared == 0 {
         (

@@ -174,6 +174,14 @@ fn gpt_example_report_matches_its_events_and_leaves_the_files_alone() {
         .unwrap();
     let rel = qkv["rel_fro"].as_f64().unwrap();
     assert!(rel > 1e-5 && rel < 1e-1, "{qkv}");
+    let numerics = &report["sections"][2];
+    assert!(
+        numerics["items"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("first layer that differs on step 1: #3 GPT.blocks.0.qkv (Linear)"),
+        "{numerics}"
+    );
     assert_eq!(report["fit"].as_array().unwrap().len(), 4);
     assert_eq!(report["verdict"], "needs-work");
     assert!(
