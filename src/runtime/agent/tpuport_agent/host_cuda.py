@@ -4,8 +4,8 @@
 CPU-only laptop for that. Installed right after ``import torch`` (only when torch sees no CUDA),
 it makes the script's CUDA the CPU:
 
-- ``"cuda"``, ``"cuda:N"``, ``torch.device("cuda")`` in factories, ``.to``, ``Module.to`` become
-  the CPU; ``x.cuda()`` and ``model.cuda()`` stay on the CPU; ``x.pin_memory()`` returns ``x``;
+- ``"cuda"``, ``"cuda:N"``, ``torch.device("cuda")``, a bare index (``.to(local_rank)``) in
+  factories, ``.to``, ``Module.to`` become the CPU; ``x.cuda()`` and ``model.cuda()`` stay on the CPU; ``x.pin_memory()`` returns ``x``;
 - ``torch.cuda`` answers the script's calls for one device: available, count 1, index 0,
   ``synchronize`` and ``empty_cache`` do nothing, memory figures 0, events timed on the host,
   streams in order (torch's own callers keep the host's answers: no CUDA);
@@ -24,6 +24,8 @@ HOST = "cpu"
 def _is_cuda(d):
     import torch
 
+    if isinstance(d, int) and not isinstance(d, bool):
+        return True  # a bare index names a CUDA device (`x.to(local_rank)`, `device=0`)
     if isinstance(d, str):
         return d == "cuda" or d.startswith("cuda:")
     if isinstance(d, torch.device):
