@@ -90,30 +90,19 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
         "running the original on the host ({} steps)",
         opts.steps
     ));
-    let host = RunOptions {
-        script: original_dir.join(&name),
-        module: None,
-        args: opts.args.clone(),
-        request: Request {
+    let host = one_run(
+        &opts,
+        original_dir.join(&name),
+        &original_events,
+        Request {
             target: TargetRequest::Host,
             ..Request::default()
         },
-        python: opts.python.clone(),
-        events: Some(original_events.clone()),
-        timeout: opts.timeout,
-        observer: quiet(),
-        subprocess: false,
-        sim: SimOptions::default(),
-        numerics: None,
-        max_steps: Some(opts.steps),
-        cuda_on_cpu: true,
-        check: Some(CheckSpec {
-            layers: LayersSpec {
-                save: Some(layers_saved.clone()),
-                ..LayersSpec::default()
-            },
-        }),
-    };
+        LayersSpec {
+            save: Some(layers_saved.clone()),
+            ..LayersSpec::default()
+        },
+    );
     in_folder(&original_dir, || crate::runtime::run(host))?;
     let original = RunFacts::read(&original_events)?;
     if !original.ok() {
@@ -140,36 +129,23 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
         "running the port on the sim ({} steps)",
         opts.steps
     ));
-    let sim = RunOptions {
-        script: port_dir.join(&name),
-        module: None,
-        args: opts.args.clone(),
-        request: Request {
+    let mut sim = one_run(
+        &opts,
+        port_dir.join(&name),
+        &port_events,
+        Request {
             target: TargetRequest::Sim,
             mode: Mode::Strict,
             cpu_fallback: true,
             ..Request::default()
         },
-        python: opts.python.clone(),
-        events: Some(port_events.clone()),
-        timeout: opts.timeout,
-        observer: quiet(),
-        subprocess: false,
-        sim: SimOptions {
-            hbm_track: HbmTrack::Full,
-            ..SimOptions::default()
+        LayersSpec {
+            compare: Some(layers_saved.clone()),
+            out: Some(layers_json.clone()),
+            ..LayersSpec::default()
         },
-        numerics: None,
-        max_steps: Some(opts.steps),
-        cuda_on_cpu: false,
-        check: Some(CheckSpec {
-            layers: LayersSpec {
-                compare: Some(layers_saved.clone()),
-                out: Some(layers_json.clone()),
-                ..LayersSpec::default()
-            },
-        }),
-    };
+    );
+    sim.sim.hbm_track = HbmTrack::Full; // exact peaks for the fit
     in_folder(&port_dir, || crate::runtime::run(sim))?;
     let mut ported = RunFacts::read(&port_events)?;
     ported.relative_to(&port_dir);
@@ -246,6 +222,34 @@ pub fn assemble(
         missing_ops: ported.fallback_ops.clone(),
         fit,
         findings: port.findings.clone(),
+    }
+}
+
+/// One of the two runs: the script in its copy, the check's steps, seeds, losses and layers; the
+/// host run maps CUDA to the CPU where there is none.
+fn one_run(
+    opts: &CheckOptions,
+    script: PathBuf,
+    events: &Path,
+    request: Request,
+    layers: LayersSpec,
+) -> RunOptions {
+    let host = request.target == TargetRequest::Host;
+    RunOptions {
+        script,
+        module: None,
+        args: opts.args.clone(),
+        request,
+        python: opts.python.clone(),
+        events: Some(events.to_path_buf()),
+        timeout: opts.timeout,
+        observer: quiet(),
+        subprocess: false,
+        sim: SimOptions::default(),
+        numerics: None,
+        max_steps: Some(opts.steps),
+        cuda_on_cpu: host,
+        check: Some(CheckSpec { layers }),
     }
 }
 

@@ -8,6 +8,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::charts;
+use super::compare::LossRow;
 use super::port::Port;
 use super::verdict::{Checked, Section, Verdict};
 use crate::profile::aggregate::Aggregator;
@@ -29,6 +30,15 @@ fn num(v: Option<f64>) -> String {
         Some(x) => format!("{x}"),
         None => "–".into(),
     }
+}
+
+/// A loss row as text: step, original, port, relative difference.
+fn loss_cells(r: &LossRow) -> [String; 4] {
+    let rel = r
+        .rel
+        .map(|d| format!("{d:.2e}"))
+        .unwrap_or_else(|| "–".into());
+    [r.step.to_string(), num(r.original), num(r.port), rel]
 }
 
 /// The terminal summary.
@@ -60,16 +70,8 @@ pub fn text(c: &Checked, out: Option<&Path>) -> String {
     if !c.losses.is_empty() {
         let _ = writeln!(s, "  loss by step (original | port | relative difference):");
         for r in c.losses.iter().take(10) {
-            let _ = writeln!(
-                s,
-                "        {:>4}  {:>12} | {:>12} | {}",
-                r.step,
-                num(r.original),
-                num(r.port),
-                r.rel
-                    .map(|d| format!("{d:.2e}"))
-                    .unwrap_or_else(|| "–".into())
-            );
+            let [step, o, p, d] = loss_cells(r);
+            let _ = writeln!(s, "        {step:>4}  {o:>12} | {p:>12} | {d}");
         }
     }
     match out {
@@ -177,16 +179,7 @@ pub fn markdown(c: &Checked) -> String {
         "| step | original loss | port loss | relative difference |\n| --- | --- | --- | --- |"
     );
     for r in &c.losses {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} |",
-            r.step,
-            num(r.original),
-            num(r.port),
-            r.rel
-                .map(|d| format!("{d:.2e}"))
-                .unwrap_or_else(|| "–".into())
-        );
+        let _ = writeln!(s, "| {} |", loss_cells(r).join(" | "));
     }
     s.push('\n');
     if !c.layers.is_empty() {
@@ -285,16 +278,7 @@ pub fn html(c: &Checked, svgs: &[(&str, &str)]) -> String {
         "<h2>Loss by step</h2><table id=\"losses\"><tr><th>step</th><th>original</th><th>port</th><th>relative difference</th></tr>"
     );
     for r in &c.losses {
-        let _ = writeln!(
-            s,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            r.step,
-            num(r.original),
-            num(r.port),
-            r.rel
-                .map(|d| format!("{d:.2e}"))
-                .unwrap_or_else(|| "–".into())
-        );
+        let _ = writeln!(s, "<tr><td>{}</td></tr>", loss_cells(r).join("</td><td>"));
     }
     s.push_str("</table>\n");
     if let Some(l) = &c.first_diverging_layer {
