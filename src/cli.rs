@@ -61,6 +61,10 @@ enum Command {
     ///
     /// Exit code: 0 ready, 1 needs work or blocked, 2 could not check (the original fails here).
     Check(CheckArgs),
+    /// Is this machine and Python environment set up for TorchTPU? Python, torch's version and
+    /// build, torch_tpu and libtpu, the TPU and whether another process holds it, ignored or
+    /// obsolete variables, the compilation cache. Exit code 1 when a check fails.
+    Doctor(DoctorArgs),
     /// (internal) The embedded-Python worker started by `tpuport run`.
     #[command(name = "__worker", hide = true)]
     Worker,
@@ -190,6 +194,16 @@ struct CheckArgs {
     /// Python interpreter or venv (default: $VIRTUAL_ENV, else the project venv, else python3).
     #[arg(long, value_name = "PATH")]
     python: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct DoctorArgs {
+    /// Python interpreter or venv to check (default: $VIRTUAL_ENV, else the project venv, else python3).
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
+    /// `json`: the checks as a JSON array.
+    #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
+    output_format: CheckFormat,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -455,6 +469,7 @@ pub fn run() -> Result<u8> {
         Command::Run(a) => commands::run_script(a),
         Command::Numerics(a) => commands::numerics(a),
         Command::Check(a) => commands::check(a),
+        Command::Doctor(a) => commands::doctor(a),
         Command::Top(a) => Ok(tpuport::ui::top::run(&a.path)?.clamp(0, 255) as u8),
         Command::Report(a) => commands::report(a),
         Command::Worker => {

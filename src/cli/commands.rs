@@ -186,3 +186,20 @@ pub(super) fn rule(a: RuleArgs) -> Result<u8> {
     std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
     Ok(0)
 }
+
+pub(super) fn doctor(a: DoctorArgs) -> Result<u8> {
+    use tpuport::runtime::doctor::{self, Environment, Machine, Status};
+    let env = tpuport::runtime::interpreter::find(a.python.as_deref())
+        .ok()
+        .map(|e| Environment {
+            python: e.python,
+            version: e.version,
+            site_packages: e.site_packages,
+        });
+    let checks = doctor::run_checks(&Machine::this(), env.as_ref());
+    match a.output_format {
+        CheckFormat::Json => println!("{}", serde_json::to_string_pretty(&checks)?),
+        CheckFormat::Text => print!("{}", doctor::render(&checks)),
+    }
+    Ok(u8::from(checks.iter().any(|c| c.status == Status::Fail)))
+}

@@ -14,6 +14,7 @@ pub mod chips;
 pub mod config;
 pub mod deploy;
 pub mod detect;
+pub mod doctor;
 pub mod interpreter;
 pub mod launcher;
 pub mod numerics;
