@@ -1,5 +1,5 @@
-//! Helper functions that fixes call (`_tpuport_rank()`, `_tpuport_device_loader(...)`), declared
-//! in the rule files under `[helpers.NAME]`.
+//! Helper functions (and classes) that fixes call (`_tpuport_rank()`, `_tpuport_device_loader(...)`,
+//! `_tpuport_RateTracker()`), declared in the rule files under `[helpers.NAME]`.
 //!
 //! After the fix loop, [`sync`] makes the file's helpers match its code: a helper that the code
 //! (or another helper it keeps) calls but the file does not define is inserted once, after the
@@ -39,10 +39,15 @@ pub fn sync(text: &str, helpers: &[Helper]) -> (String, Synced) {
     // Top-level definitions of known helpers.
     let mut defined: BTreeMap<&str, TextRange> = BTreeMap::new();
     for s in &parsed.module.body {
-        if let Stmt::FunctionDef(f) = s
-            && known.contains_key(f.name.as_str())
+        let name = match s {
+            Stmt::FunctionDef(f) => Some(f.name.as_str()),
+            Stmt::ClassDef(c) => Some(c.name.as_str()),
+            _ => None,
+        };
+        if let Some(name) = name
+            && known.contains_key(name)
         {
-            defined.insert(known[f.name.as_str()].name.as_str(), s.range());
+            defined.insert(known[name].name.as_str(), s.range());
         }
     }
     // Calls from user code (outside the helpers' own definitions).

@@ -100,9 +100,11 @@ impl RuleSet {
                     return Err(bad("helper names start with `_tpuport_`".into()).into());
                 }
                 let head = format!("def {name}(");
-                if !h.code.starts_with(&head) || !crate::port::parse::is_valid(&h.code) {
+                let class = [format!("class {name}:"), format!("class {name}(")];
+                let starts = h.code.starts_with(&head) || class.iter().any(|c| h.code.starts_with(c));
+                if !starts || !crate::port::parse::is_valid(&h.code) {
                     return Err(bad(format!(
-                        "`code` must be valid Python starting with `{head}`"
+                        "`code` must be valid Python starting with `{head}` (or `class {name}`)"
                     ))
                     .into());
                 }
