@@ -101,7 +101,8 @@ impl RuleSet {
                 }
                 let head = format!("def {name}(");
                 let class = [format!("class {name}:"), format!("class {name}(")];
-                let starts = h.code.starts_with(&head) || class.iter().any(|c| h.code.starts_with(c));
+                let starts =
+                    h.code.starts_with(&head) || class.iter().any(|c| h.code.starts_with(c));
                 if !starts || !crate::port::parse::is_valid(&h.code) {
                     return Err(bad(format!(
                         "`code` must be valid Python starting with `{head}` (or `class {name}`)"
