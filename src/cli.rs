@@ -122,6 +122,21 @@ struct RunArgs {
     /// `tpuport.step()` markers), to try a long training script quickly.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_steps: Option<u32>,
+    /// Run N processes (one per TPU device, as TorchTPU does) through the environment's torchrun,
+    /// each instrumented, writing rank<N>.jsonl in one run folder (--events names the folder);
+    /// at the end, the ranks side by side: who died and how, and the straggler.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    nproc: Option<u32>,
+    /// With --nproc: hosts in the job (multi-host), this host's rank, and the rendezvous address
+    /// (passed to torchrun).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "nproc")]
+    nnodes: u32,
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "nproc")]
+    node_rank: u32,
+    #[arg(long, value_name = "HOST", requires = "nproc")]
+    master_addr: Option<String>,
+    #[arg(long, value_name = "PORT", requires = "nproc")]
+    master_port: Option<u16>,
     /// host: where torch sees no CUDA, run the script's CUDA devices (`"cuda"`, `.cuda()`,
     /// `torch.cuda.*`, autocast, GradScaler, NCCL) on the CPU, so a CUDA script runs as written.
     #[arg(long)]

@@ -44,7 +44,58 @@ pub(super) fn check(a: CheckArgs) -> Result<u8> {
     Ok(code.clamp(0, 255) as u8)
 }
 
+/// The command line each rank's `tpuport run` gets: this one's flags before the script, without
+/// `--nproc`, the multi-host flags and `--events` (the launcher adds the rank's file), then the
+/// script and its arguments untouched.
+fn worker_args(raw: &[String], script: &str) -> Vec<String> {
+    let at = raw.iter().position(|a| a == script).unwrap_or(raw.len());
+    let with_value = [
+        "--nproc",
+        "--nnodes",
+        "--node-rank",
+        "--master-addr",
+        "--master-port",
+        "--events",
+    ];
+    let mut out = vec![];
+    let mut i = raw.iter().position(|a| a == "run").map_or(0, |p| p + 1);
+    while i < at {
+        let a = &raw[i];
+        if with_value.contains(&a.as_str()) {
+            i += 2;
+            continue;
+        }
+        if with_value.iter().any(|f| a.starts_with(&format!("{f}="))) || a == "--no-tui" {
+            i += 1;
+            continue;
+        }
+        out.push(a.clone());
+        i += 1;
+    }
+    out.extend(raw[at.min(raw.len())..].iter().cloned());
+    out
+}
+
 pub(super) fn run_script(a: RunArgs) -> Result<u8> {
+    if let Some(n) = a.nproc {
+        let Some(script) = &a.script else {
+            bail!("--nproc runs a script; `-m MODULE` is not supported with it");
+        };
+        let raw: Vec<String> = std::env::args().collect();
+        let code = tpuport::runtime::ranks::run(tpuport::runtime::ranks::RanksOptions {
+            nproc: n,
+            nnodes: a.nnodes,
+            node_rank: a.node_rank,
+            master_addr: a.master_addr.clone(),
+            master_port: a.master_port,
+            dir: a.events.clone(),
+            script: script.clone(),
+            python: a.python.clone(),
+            worker_args: worker_args(&raw, &script.to_string_lossy()),
+            tpu_target: matches!(a.target, TargetArg::Tpu),
+        })?;
+        return Ok(code.clamp(0, 255) as u8);
+    }
     if a.cuda_on_cpu && !matches!(a.target, TargetArg::Host) {
         bail!("--cuda-on-cpu is for --target host (the sim target maps \"tpu\", not \"cuda\")");
     }
@@ -202,4 +253,39 @@ pub(super) fn doctor(a: DoctorArgs) -> Result<u8> {
         CheckFormat::Text => print!("{}", doctor::render(&checks)),
     }
     Ok(u8::from(checks.iter().any(|c| c.status == Status::Fail)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worker_args;
+
+    #[test]
+    fn workers_get_this_command_line_without_the_launch_flags() {
+        let raw: Vec<String> = [
+            "tpuport",
+            "run",
+            "--target",
+            "sim",
+            "--nproc",
+            "2",
+            "--events=runs/x",
+            "--no-tui",
+            "--master-port",
+            "29501",
+            "train.py",
+            "--nproc",
+            "9",
+            "--events",
+            "mine",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            worker_args(&raw, "train.py"),
+            [
+                "--target", "sim", "train.py", "--nproc", "9", "--events", "mine"
+            ]
+        );
+    }
 }

@@ -6,5 +6,6 @@ pub mod charts;
 pub mod event;
 pub mod follow;
 pub mod forecast;
+pub mod ranks;
 pub mod report;
 pub mod summary;

@@ -18,6 +18,7 @@ pub mod doctor;
 pub mod interpreter;
 pub mod launcher;
 pub mod numerics;
+pub mod ranks;
 pub mod target;
 pub mod worker;
 
@@ -183,10 +184,10 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         torch: installed_version(&env.site_packages, "torch"),
         extra: Default::default(),
     };
-    let events_path = opts
-        .events
-        .clone()
-        .unwrap_or_else(|| launcher::default_events_path(&opts.script));
+    let events_path = match &opts.events {
+        Some(p) => ranks::events_for_rank(p, std::env::var("RANK").ok().as_deref()),
+        None => launcher::default_events_path(&opts.script),
+    };
     launcher::launch(launcher::Launch {
         program,
         args,

@@ -244,6 +244,50 @@ fn two_rank_ddp_with_tpu_dist_under_torchrun() {
     }
 }
 
+/// `tpuport run --nproc 2` (issue 15): both ranks of a DDP + all_reduce script finish, each with
+/// its events file in the run folder, and the summary names the rank made slow as the
+/// straggler; a rank killed mid-run ends the job, and is reported dead with its signal.
+#[test]
+fn nproc_runs_ranks_names_the_straggler_and_the_dead_rank() {
+    let venv = venv();
+    let dir = tempfile::tempdir().unwrap();
+    let job = |name: &str, env: (&str, &str)| {
+        let folder = dir.path().join(name);
+        let out = Command::cargo_bin("tpuport")
+            .unwrap()
+            .current_dir(dir.path())
+            .env("VIRTUAL_ENV", &venv)
+            .env_remove("PYTHONPATH")
+            .env(env.0, env.1)
+            .timeout(std::time::Duration::from_secs(300))
+            .args(["run", "--nproc", "2", "--target", "sim", "--events"])
+            .arg(&folder)
+            .arg(repo().join("tests/scripts/ranks.py"))
+            .output()
+            .unwrap();
+        (out, folder)
+    };
+    let (out, folder) = job("slow", ("SLOW_RANK", "1"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    for rank in 0..2 {
+        let f = folder.join(format!("rank{rank}.jsonl"));
+        assert_eq!(steps(&f), 8, "{stderr}");
+    }
+    assert!(stderr.contains("rank 1 is a straggler"), "{stderr}");
+    assert!(!stderr.contains("rank 0 is a straggler"), "{stderr}");
+
+    let (out, folder) = job("dead", ("DIE_RANK", "1"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("rank 1 died: killed by signal 9 after 2 steps"),
+        "{stderr}"
+    );
+    // The surviving rank's file is complete (it ends with run_end), whatever torchrun did to it.
+    events(&folder.join("rank0.jsonl"));
+}
+
 /// Acceptance 4: every public torch.tpu name, torch.accelerator, compile semantics, tpu_dist and
 /// the precision bounds (tests/scripts/sim_api.py asserts each and prints `ok NAME`).
 #[test]

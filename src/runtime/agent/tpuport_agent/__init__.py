@@ -410,6 +410,10 @@ class Agent:
         register_optimizer_step_post_hook(self.on_optimizer_step)
         self.install_compile_hooks(torch)
         self.install_sync_counters(torch)
+        if os.environ.get("WORLD_SIZE", "1") not in ("", "1"):
+            from tpuport_agent import collectives
+
+            collectives.install(self, torch)
         if self.numerics:
             numerics.install(self, torch)
         elif self.config.get("check"):
