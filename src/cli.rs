@@ -65,6 +65,10 @@ enum Command {
     /// build, torch_tpu and libtpu, the TPU and whether another process holds it, ignored or
     /// obsolete variables, the compilation cache. Exit code 1 when a check fails.
     Doctor(DoctorArgs),
+    /// Which TorchTPU setting runs this script best? Its first steps under each eager mode (and
+    /// with --precision each matmul precision), median step time, peak memory, compiles and host
+    /// syncs side by side, and a recommendation with the numbers behind it.
+    Tune(TuneArgs),
     /// (internal) The embedded-Python worker started by `tpuport run`.
     #[command(name = "__worker", hide = true)]
     Worker,
@@ -206,6 +210,30 @@ struct CheckArgs {
     /// Seconds each of the two runs may take.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
+    /// Python interpreter or venv (default: $VIRTUAL_ENV, else the project venv, else python3).
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct TuneArgs {
+    /// The training script, then its own arguments (use `--` before ones that start with `-`).
+    #[arg(required = true)]
+    script: PathBuf,
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+    /// Training steps per setting.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    steps: u32,
+    /// Also try each float32 matmul precision (default, high, highest) under each mode.
+    #[arg(long)]
+    precision: bool,
+    /// Where to run (a TPU if attached, else the sim target).
+    #[arg(long, value_enum, default_value_t = TargetArg::Auto)]
+    target: TargetArg,
+    /// Folder for the runs' events files (default: runs/<time>-tune-<script>/).
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    output: Option<PathBuf>,
     /// Python interpreter or venv (default: $VIRTUAL_ENV, else the project venv, else python3).
     #[arg(long, value_name = "PATH")]
     python: Option<PathBuf>,
@@ -485,6 +513,7 @@ pub fn run() -> Result<u8> {
         Command::Numerics(a) => commands::numerics(a),
         Command::Check(a) => commands::check(a),
         Command::Doctor(a) => commands::doctor(a),
+        Command::Tune(a) => commands::tune(a),
         Command::Top(a) => Ok(tpuport::ui::top::run(&a.path)?.clamp(0, 255) as u8),
         Command::Report(a) => commands::report(a),
         Command::Worker => {

@@ -255,6 +255,43 @@ pub(super) fn doctor(a: DoctorArgs) -> Result<u8> {
     Ok(u8::from(checks.iter().any(|c| c.status == Status::Fail)))
 }
 
+pub(super) fn tune(a: TuneArgs) -> Result<u8> {
+    use tpuport::runtime::tune;
+    let dir = a.output.clone().unwrap_or_else(|| {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let stem = a
+            .script
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_else(|| "run".into());
+        PathBuf::from("runs").join(format!(
+            "{}-tune-{stem}",
+            tpuport::runtime::launcher::utc_stamp(secs)
+        ))
+    });
+    let sim = !matches!(a.target, TargetArg::Tpu | TargetArg::Host)
+        && tpuport::runtime::detect::scan_tpus(
+            std::path::Path::new("/sys"),
+            std::path::Path::new("/dev"),
+        )
+        .is_empty();
+    let trials = tune::tune(&tune::TuneOptions {
+        script: a.script,
+        args: a.args,
+        steps: a.steps,
+        target: a.target.into(),
+        precisions: a.precision,
+        python: a.python,
+        dir: dir.clone(),
+    })?;
+    print!("{}", tune::render(&trials, sim));
+    println!("events: {}", dir.display());
+    Ok(u8::from(tune::recommend(&trials, sim).is_none()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::worker_args;

@@ -20,6 +20,7 @@ pub mod launcher;
 pub mod numerics;
 pub mod ranks;
 pub mod target;
+pub mod tune;
 pub mod worker;
 
 use std::path::{Path, PathBuf};

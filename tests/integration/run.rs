@@ -285,3 +285,40 @@ fn ctrl_c_is_forwarded_and_a_second_one_kills() {
         assert_eq!(run_end(&evs).status, "interrupted");
     }
 }
+
+/// `tpuport tune` (issue 15): the three eager modes run one after another, each row of the table
+/// is its events file's numbers, and on the sim the recommendation rests on host syncs, not on
+/// the host's times.
+#[test]
+fn tune_runs_each_mode_and_recommends_from_the_numbers() {
+    let venv = venv();
+    let dir = tempfile::tempdir().unwrap();
+    let out = tpuport(&venv)
+        .args(["tune", "--steps", "6", "--target", "sim", "-o"])
+        .arg(dir.path())
+        .arg(repo().join("examples/tpu/train_mlp.py"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for mode in ["strict", "debug", "defer-fuse"] {
+        let file = dir.path().join(format!("{mode}-default.jsonl"));
+        let s = Summary::from_events(&events(&file));
+        assert_eq!(s.steps, 6, "{mode}");
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{mode} / default ")))
+            .unwrap_or_else(|| panic!("no row for {mode}:\n{stdout}"));
+        let median = format!("{:.1} ms", s.median_step().unwrap() * 1e3);
+        assert!(row.contains(&median), "{row} lacks {median}");
+        assert!(row.contains(&format!(" {} ", s.compiles)), "{row}");
+    }
+    assert!(
+        stdout.contains("recommended: try defer-fuse on a TPU"),
+        "{stdout}"
+    );
+}
