@@ -203,15 +203,5 @@ pub fn run(opts: RunOptions) -> Result<i32> {
 
 /// The version of a distribution from its `*.dist-info` folder name (no import).
 pub fn installed_version(site_packages: &[PathBuf], dist: &str) -> Option<String> {
-    let prefix = format!("{dist}-");
-    site_packages.iter().find_map(|sp| {
-        std::fs::read_dir(sp)
-            .ok()?
-            .filter_map(|e| e.ok())
-            .find_map(|e| {
-                let name = e.file_name().to_string_lossy().to_string();
-                let rest = name.strip_prefix(&prefix)?.strip_suffix(".dist-info")?;
-                Some(rest.to_string())
-            })
-    })
+    doctor::dist_version(site_packages, dist)
 }
