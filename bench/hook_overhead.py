@@ -1,8 +1,9 @@
 """In-process A/B of the agent's per-step cost, immune to this machine's run-to-run drift.
 
 One process runs an AdamW MLP training step (10 ms on CPU) in alternating blocks of 20 steps:
-with the agent's hooks (optimizer step hook + host-sync counters, events to /dev/null) and
-without. A placebo pass (a no-op hook in the "on" blocks) measures the harness's own order bias.
+with the agent's hooks (optimizer step hook, host-sync counters and the step breakdown's
+wrappers: `nn.Module.__call__`, autograd, `zero_grad`, an optimizer pre-hook; events to
+/dev/null) and without. A placebo pass (a no-op hook in the "on" blocks) measures the harness's own order bias.
 Run with the project venv:
 
     PYTHONPATH=src/runtime/agent ~/.cache/tpuport/venv-*/bin/python bench/hook_overhead.py
@@ -19,7 +20,7 @@ import time
 
 import torch
 from torch import nn
-from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 import tpuport_agent
 
@@ -39,10 +40,21 @@ def measure(real):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x, y = torch.randn(128, 256), torch.randint(0, 10, (128,))
     names = ("item", "cpu", "tolist", "numpy")
-    plain = {k: getattr(torch.Tensor, k) for k in names}
+    # (owner, attribute) pairs the hooks replace: swapped in and out per block.
+    slots = [(torch.Tensor, k) for k in names] + [
+        (nn.Module, "__call__"),
+        (torch.autograd, "backward"),
+        (torch.autograd, "grad"),
+        (torch.optim.Optimizer, "zero_grad"),
+    ]
+    plain = {slot: getattr(*slot) for slot in slots}
     if real:
         agent.install_sync_counters(torch)
-    hooked = {k: getattr(torch.Tensor, k) for k in names}
+        agent.phases.install_forward(torch)
+        for owner, name in slots[len(names) + 1 :]:
+            phase = "optimizer" if name == "zero_grad" else "backward"
+            setattr(owner, name, agent.phases.timed(phase, getattr(owner, name)))
+    hooked = {slot: getattr(*slot) for slot in slots}
 
     def step():
         t0 = time.perf_counter()
@@ -56,15 +68,17 @@ def measure(real):
     on, off = [], []
     for _ in range(BLOCKS):
         handle = register_optimizer_step_post_hook(agent.on_optimizer_step if real else (lambda *a: None))
-        for k, v in hooked.items():
-            setattr(torch.Tensor, k, v)
+        pre = register_optimizer_step_pre_hook((lambda *a: agent.phases.enter("optimizer")) if real else (lambda *a: None))
+        for (owner, k), v in hooked.items():
+            setattr(owner, k, v)
         on += [step() for _ in range(STEPS)]
         handle.remove()
-        for k, v in plain.items():
-            setattr(torch.Tensor, k, v)
+        pre.remove()
+        for (owner, k), v in plain.items():
+            setattr(owner, k, v)
         off += [step() for _ in range(STEPS)]
-    for k, v in plain.items():
-        setattr(torch.Tensor, k, v)
+    for (owner, k), v in plain.items():
+        setattr(owner, k, v)
     return statistics.median(on), statistics.median(off)
 
 

@@ -145,6 +145,10 @@ struct RunArgs {
     /// `torch.cuda.*`, autocast, GradScaler, NCCL) on the CPU, so a CUDA script runs as written.
     #[arg(long)]
     cuda_on_cpu: bool,
+    /// Do not time each step's phases (data, forward, backward, optimizer, host syncs): the
+    /// module, autograd, optimizer and DataLoader hooks that measure them stay out.
+    #[arg(long)]
+    no_breakdown: bool,
     /// No dashboard: one line per step and a summary at the end.
     #[arg(long)]
     no_tui: bool,

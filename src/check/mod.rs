@@ -250,6 +250,7 @@ fn one_run(
         max_steps: Some(opts.steps),
         cuda_on_cpu: host,
         check: Some(CheckSpec { layers }),
+        breakdown: true,
     }
 }
 

@@ -145,6 +145,7 @@ pub(super) fn run_script(a: RunArgs) -> Result<u8> {
         numerics: None,
         max_steps: a.max_steps,
         cuda_on_cpu: a.cuda_on_cpu,
+        breakdown: !a.no_breakdown,
         check: None,
     })?;
     Ok(code.clamp(0, 255) as u8)

@@ -5,7 +5,8 @@
 //! the dashboard and the report agree.
 //!
 //! Memory is bounded for long runs: per step it keeps 8 bytes of step time (in the summary) and
-//! 8 bytes of timestamp, plus 4 bytes each for samples and tokens only once a step reports them;
+//! 8 bytes of timestamp, plus 4 bytes each for samples and tokens only once a step reports them,
+//! and 24 for its phases (the step breakdown);
 //! memory samples take 24 bytes each, and a flat stretch of them only two; the output pane and
 //! the compile table keep the latest lines only.
 
@@ -73,6 +74,8 @@ pub struct WindowStats {
     pub samples_per_s: Option<f64>,
     pub tokens_per_s: Option<f64>,
     pub syncs_per_step: Option<f64>,
+    /// Where these steps' time goes (steady steps with phases).
+    pub breakdown: Option<super::breakdown::Breakdown>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -262,6 +265,7 @@ impl Aggregator {
             samples_per_s: rate(&self.step_samples),
             tokens_per_s: rate(&self.step_tokens),
             syncs_per_step: Some(syncs as f64 / (b - a) as f64),
+            breakdown: self.summary.breakdown_of(a, b),
         }
     }
 
@@ -306,6 +310,8 @@ impl Aggregator {
         self.summary.step_times.capacity() * 8
             + self.step_t.capacity() * 8
             + (self.step_samples.capacity() + self.step_tokens.capacity()) * 4
+            + self.summary.step_phases.capacity()
+                * std::mem::size_of::<super::breakdown::StepPhases>()
             + self.memory.capacity() * size_of::<MemPoint>()
             + self.compiles.capacity() * size_of::<CompilePoint>()
             + self.compile_rows.capacity() * size_of::<Compile>()

@@ -1,5 +1,6 @@
 //! Charts for reports, drawn with plotters into SVG and PNG: step time, device memory (HBM)
-//! against the chip's capacity, and compiles over time, with two runs overlaid for an A/B.
+//! against the chip's capacity, and compiles over time, with two runs overlaid for an A/B; and
+//! where the step goes, a stacked bar per run.
 //! Text uses the DejaVu Sans font shipped in `assets/` (no system font needed).
 
 use std::sync::Once;
@@ -9,6 +10,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::aggregate::Aggregator;
+use super::breakdown::{Breakdown, PHASES};
 
 pub const WIDTH: u32 = 1000;
 pub const HEIGHT: u32 = 480;
@@ -173,6 +175,123 @@ pub fn compiles(runs: &[(&str, &Aggregator)]) -> ChartSpec {
     }
 }
 
+/// A chart that draws itself on any plotters backend (SVG or bitmap).
+pub trait Drawable {
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static;
+}
+
+impl Drawable for ChartSpec {
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        draw(root, self)
+    }
+}
+
+/// Phase colours of the step breakdown, [`PHASES`] order (`other` grey).
+pub const PHASE_COLORS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(214, 39, 40),
+    RGBColor(160, 160, 160),
+];
+
+/// Where the step goes: one horizontal bar per run, its mean step split into the phases.
+pub struct StackedSpec {
+    pub title: String,
+    /// (run label, its breakdown).
+    pub bars: Vec<(String, Breakdown)>,
+}
+
+/// The breakdown chart, when any run measured its phases.
+pub fn breakdown(runs: &[(&str, &Aggregator)]) -> Option<StackedSpec> {
+    let bars: Vec<(String, Breakdown)> = runs
+        .iter()
+        .filter_map(|(l, a)| Some((l.to_string(), a.summary.breakdown()?)))
+        .collect();
+    (!bars.is_empty()).then(|| StackedSpec {
+        title: "Where the step goes (mean of the steady steps)".into(),
+        bars,
+    })
+}
+
+impl Drawable for StackedSpec {
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("drawing {}: {e}", self.title);
+        root.fill(&WHITE).map_err(err)?;
+        let xmax = self
+            .bars
+            .iter()
+            .map(|(_, b)| b.total() * 1e3)
+            .fold(0.0, f64::max)
+            .max(1e-3)
+            * 1.3; // room on the right for the legend
+        let n = self.bars.len() as f64;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(&self.title, ("sans-serif", 24))
+            .margin(14)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..xmax, 0.0..n)
+            .map_err(err)?;
+        let labels: Vec<String> = self.bars.iter().map(|(l, _)| l.clone()).collect();
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(self.bars.len() * 2 + 1)
+            .y_label_formatter(&|y| {
+                let i = (n - y - 0.5).round();
+                if (n - y - 0.5 - i).abs() < 0.01 && i >= 0.0 && (i as usize) < labels.len() {
+                    labels[i as usize].clone()
+                } else {
+                    String::new()
+                }
+            })
+            .x_desc("ms per step")
+            .label_style(("sans-serif", 14))
+            .draw()
+            .map_err(err)?;
+        for (p, name) in PHASES.iter().enumerate() {
+            let color = PHASE_COLORS[p];
+            let rects = self.bars.iter().enumerate().map(|(i, (_, b))| {
+                let x0: f64 = b.mean[..p].iter().sum::<f64>() * 1e3;
+                let x1 = x0 + b.mean[p] * 1e3;
+                let y = n - i as f64 - 1.0;
+                Rectangle::new([(x0, y + 0.2), (x1, y + 0.8)], color.filled())
+            });
+            let label = match self.bars.as_slice() {
+                [(_, b)] => format!("{name} ({:.0} %)", b.shares()[p] * 100.0),
+                _ => name.to_string(),
+            };
+            chart
+                .draw_series(rects)
+                .map_err(err)?
+                .label(label)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 14))
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)?;
+        Ok(())
+    }
+}
+
 fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, spec: &ChartSpec) -> Result<()>
 where
     DB::ErrorType: 'static,
@@ -238,24 +357,18 @@ where
 }
 
 /// The chart as an SVG document.
-pub fn svg(spec: &ChartSpec) -> Result<String> {
+pub fn svg(spec: &impl Drawable) -> Result<String> {
     register_font();
     let mut out = String::new();
-    draw(
-        SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area(),
-        spec,
-    )?;
+    spec.draw(SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area())?;
     Ok(out)
 }
 
 /// The chart as a PNG file's bytes.
-pub fn png(spec: &ChartSpec) -> Result<Vec<u8>> {
+pub fn png(spec: &impl Drawable) -> Result<Vec<u8>> {
     register_font();
     let mut rgb = vec![0u8; (WIDTH * HEIGHT * 3) as usize];
-    draw(
-        BitMapBackend::with_buffer(&mut rgb, (WIDTH, HEIGHT)).into_drawing_area(),
-        spec,
-    )?;
+    spec.draw(BitMapBackend::with_buffer(&mut rgb, (WIDTH, HEIGHT)).into_drawing_area())?;
     let mut out = vec![];
     let mut enc = png::Encoder::new(&mut out, WIDTH, HEIGHT);
     enc.set_color(png::ColorType::Rgb);

@@ -90,6 +90,11 @@ pub struct Step {
     pub source: String,
     pub samples: Option<f64>,
     pub tokens: Option<f64>,
+    /// Seconds of the step in each measured phase (`data`, `forward`, `backward`, `optimizer`,
+    /// `sync`; each exclusive of the others); the rest of `dt` is the script's other code.
+    /// Absent with `--no-breakdown` and from older agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<std::collections::BTreeMap<String, f64>>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -2,6 +2,7 @@
 //! reading events files (whole or followed live), and reports with charts.
 
 pub mod aggregate;
+pub mod breakdown;
 pub mod charts;
 pub mod event;
 pub mod follow;

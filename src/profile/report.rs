@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use super::aggregate::Aggregator;
+use super::breakdown::{Breakdown, PHASES};
 use super::charts;
 use super::follow;
 use super::summary::bytes;
@@ -248,6 +249,7 @@ pub fn markdown(runs: &[Run], charts: &[(&str, &str)]) -> String {
         o,
         "\nStep times leave out the first step (start-up and first compiles) when there are more than two."
     );
+    breakdown_section(&mut o, runs);
     let _ = writeln!(o, "\n## Top recompile reasons\n");
     for (r, k) in runs.iter().zip(&keys) {
         let _ = writeln!(o, "**{}**\n", r.label);
@@ -265,6 +267,53 @@ pub fn markdown(runs: &[Run], charts: &[(&str, &str)]) -> String {
         let _ = writeln!(o, "![{title}]({name}.svg) ([PNG]({name}.png))\n");
     }
     o
+}
+
+/// `## Where the step goes`: ms per step in each phase for each run (and B/A), when any run
+/// measured its phases.
+fn breakdown_section(o: &mut String, runs: &[Run]) {
+    let b: Vec<Option<Breakdown>> = runs.iter().map(|r| r.agg.summary.breakdown()).collect();
+    if b.iter().all(Option::is_none) {
+        return;
+    }
+    let two = runs.len() == 2;
+    let _ = writeln!(o, "\n## Where the step goes\n");
+    let mut header = String::from("| phase |");
+    let mut rule = String::from("| --- |");
+    for r in runs {
+        let _ = write!(header, " {} |", r.label);
+        rule.push_str(" ---: |");
+    }
+    if two {
+        header.push_str(" B/A |");
+        rule.push_str(" ---: |");
+    }
+    let _ = writeln!(o, "{header}\n{rule}");
+    for (p, name) in PHASES.iter().enumerate() {
+        let _ = write!(o, "| {name} |");
+        for x in &b {
+            let cell = x
+                .map(|x| format!("{:.2} ms ({:.0} %)", x.mean[p] * 1e3, x.shares()[p] * 100.0))
+                .unwrap_or_else(|| "-".into());
+            let _ = write!(o, " {cell} |");
+        }
+        if two {
+            let _ = write!(
+                o,
+                " {} |",
+                ratio(b[0].map(|x| x.mean[p]), b[1].map(|x| x.mean[p]))
+            );
+        }
+        let _ = writeln!(o);
+    }
+    let _ = writeln!(
+        o,
+        "\nMeans over the steady steps. data: the DataLoader's next batch; forward: from the \
+         model's first module call to the next phase (the loss included); backward: autograd; \
+         optimizer: step, zero_grad, gradient clipping, GradScaler; sync: host syncs; other: the \
+         rest of the script's loop (a batch built without a DataLoader, logging). Host times: on a \
+         TPU, device work shows in the phase that waits for it."
+    );
 }
 
 /// Write `bytes` to `path` atomically (temporary file in the same folder, then rename).
@@ -317,15 +366,25 @@ pub fn write_report(paths: &[PathBuf], out: &Path) -> Result<(Vec<PathBuf>, Vec<
             .collect()
     };
     let mut written = vec![];
+    let mut files = vec![];
     for ((name, _), r) in specs.iter().zip(rendered) {
-        let (svg, png) = r?;
+        files.push((*name, r?));
+    }
+    let stacked = charts::breakdown(&view);
+    if let Some(s) = &stacked {
+        files.push(("breakdown", (charts::svg(s)?, charts::png(s)?)));
+    }
+    for (name, (svg, png)) in files {
         for (ext, data) in [("svg", svg.into_bytes()), ("png", png)] {
             let p = out.join(format!("{name}.{ext}"));
             write_atomic(&p, &data)?;
             written.push(p);
         }
     }
-    let titles: Vec<(&str, &str)> = specs.iter().map(|(n, s)| (*n, s.title.as_str())).collect();
+    let mut titles: Vec<(&str, &str)> = specs.iter().map(|(n, s)| (*n, s.title.as_str())).collect();
+    if let Some(s) = &stacked {
+        titles.push(("breakdown", s.title.as_str()));
+    }
     let md = markdown(&runs, &titles);
     let p = out.join("summary.md");
     write_atomic(&p, md.as_bytes())?;

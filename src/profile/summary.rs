@@ -2,6 +2,7 @@
 //! p90 step time, compiles (and how many were recompiles, and whether the limit was hit), peak
 //! memory, host syncs per step.
 
+use super::breakdown::{self, Breakdown, StepPhases};
 use super::event::{Event, RunEnd, RunStart};
 
 #[derive(Debug, Default, Clone)]
@@ -16,6 +17,9 @@ pub struct Summary {
     pub step_sampled: Vec<bool>,
     /// How many steps the sampled HBM tracker watched.
     pub sampled_steps: usize,
+    /// Per step: its phases (see [`breakdown`]); empty until a step reports them, NaN where a
+    /// step did not.
+    pub step_phases: Vec<StepPhases>,
     /// Successful forward (Dynamo frame) compiles, first compiles and recompiles together.
     pub compiles: u64,
     /// Compiles that failed (e.g. the one refused at the recompile limit).
@@ -47,6 +51,11 @@ impl Summary {
                     .unwrap_or(false);
                 self.step_sampled.push(sampled);
                 self.sampled_steps += usize::from(sampled);
+                if let Some(p) = breakdown::of_step(s) {
+                    let before = self.step_times.len() - 1;
+                    self.step_phases.resize(before, [f32::NAN; 6]);
+                    self.step_phases.push(p);
+                }
             }
             Event::Compile(c) => {
                 if c.status == "limit_hit" {
@@ -113,6 +122,21 @@ impl Summary {
             .collect()
     }
 
+    /// Where the steady steps' time goes (the same steps as the step-time statistics).
+    pub fn breakdown(&self) -> Option<Breakdown> {
+        self.breakdown_of(0, self.step_times.len())
+    }
+
+    /// Where the time of the steady steps among steps `a..b` (0-based) goes.
+    pub fn breakdown_of(&self, a: usize, b: usize) -> Option<Breakdown> {
+        let b = b.min(self.step_phases.len());
+        Breakdown::mean_of(
+            (a..b)
+                .filter(|&i| self.steady_step(i))
+                .map(|i| &self.step_phases[i]),
+        )
+    }
+
     /// HBM per device: from the memory events, else the chip table (`run_start.hbm_bytes`).
     pub fn capacity(&self) -> Option<u64> {
         self.hbm_capacity
@@ -143,6 +167,9 @@ impl Summary {
             }
         }
         out.push('\n');
+        if let Some(b) = self.breakdown() {
+            out.push_str(&format!("step breakdown: {}\n", b.line()));
+        }
         let failed = if self.failed_compiles > 0 {
             format!(", {} failed", self.failed_compiles)
         } else {

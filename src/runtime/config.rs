@@ -45,6 +45,8 @@ pub struct AgentConfig {
     pub cuda_on_cpu: bool,
     /// `tpuport check`: what this run of the two does.
     pub check: Option<CheckSpec>,
+    /// Time each step's phases (agent `phases.py`; `--no-breakdown` turns it off).
+    pub breakdown: bool,
     /// Python statements run after `import torch`, before the script (see `target::Plan`).
     pub calls: Vec<String>,
     /// The run's start (Unix seconds): event times are relative to it.
@@ -142,6 +144,7 @@ mod tests {
             max_steps: Some(5),
             cuda_on_cpu: false,
             check: None,
+            breakdown: true,
             calls: vec!["torch.tpu.allow_excess_precision = True".into()],
             t0: 1.5,
         }
@@ -180,6 +183,7 @@ mod tests {
                 "max_steps": 5,
                 "cuda_on_cpu": false,
                 "check": null,
+                "breakdown": true,
                 "calls": ["torch.tpu.allow_excess_precision = True"],
                 "t0": 1.5,
             })

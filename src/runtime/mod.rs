@@ -57,6 +57,8 @@ pub struct RunOptions {
     pub cuda_on_cpu: bool,
     /// `tpuport check`: which of its two runs this is.
     pub check: Option<config::CheckSpec>,
+    /// Time each step's phases (data, forward, backward, optimizer, syncs).
+    pub breakdown: bool,
 }
 
 /// Options that only the sim target reads.
@@ -116,6 +118,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         max_steps: opts.max_steps,
         cuda_on_cpu: opts.cuda_on_cpu,
         check: opts.check.clone(),
+        breakdown: opts.breakdown,
         calls: plan.calls.clone(),
         t0,
     };

@@ -91,6 +91,7 @@ pub fn numerics(opts: NumericsOptions) -> Result<i32> {
             max_steps: None,
             cuda_on_cpu: false,
             check: None,
+            breakdown: false,
         })?;
         if code != 0 {
             bail!(

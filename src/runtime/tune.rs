@@ -105,6 +105,7 @@ pub fn tune(opts: &TuneOptions) -> Result<Vec<Trial>> {
                 max_steps: Some(opts.steps),
                 cuda_on_cpu: false,
                 check: None,
+                breakdown: true,
             })?;
             let summary = read(&events)?;
             trials.push(Trial {

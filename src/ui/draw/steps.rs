@@ -1,5 +1,7 @@
 //! The step-time pane: the window's step count, p50 / p90 and throughput on one line, and a
-//! chart of every step's time (the first step, start-up and first compiles, left out).
+//! chart of every step's time (the first step, start-up and first compiles, left out), and
+//! above the chart, where the window's steps go: a stacked bar of data, forward, backward,
+//! optimizer, host syncs and other, with its legend.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -10,6 +12,7 @@ use ratatui::widgets::{Axis, Chart, Paragraph};
 
 use super::{downsample, line, pane_block};
 use crate::profile::aggregate::{Aggregator, WindowStats};
+use crate::profile::breakdown::{Breakdown, PHASES};
 use crate::ui::app::{App, Pane};
 use crate::ui::format::{duration, ms, rate};
 
@@ -24,9 +27,23 @@ pub fn draw(
     let block = pane_block("Step time", app, Pane::Steps);
     let inner = block.inner(area);
     f.render_widget(block, area);
-    let [text, chart_area] =
-        Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(inner);
+    let bar_rows = match stats.breakdown {
+        Some(_) if inner.height >= 8 => 2,
+        _ => 0,
+    };
+    let [text, bar_area, chart_area] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(bar_rows),
+        Constraint::Fill(1),
+    ])
+    .areas(inner);
     f.render_widget(Paragraph::new(numbers(agg, view, stats)), text);
+    if let Some(b) = stats.breakdown.filter(|_| bar_rows > 0) {
+        f.render_widget(
+            Paragraph::new(breakdown_lines(&b, bar_area.width)),
+            bar_area,
+        );
+    }
     let (mut a, b) = (
         agg.step_index_at(view.0),
         agg.step_t.partition_point(|&x| x <= view.1),
@@ -110,4 +127,79 @@ fn numbers(agg: &Aggregator, view: (f64, f64), stats: &WindowStats) -> Line<'sta
         ));
     }
     Line::from(parts)
+}
+
+const PHASE_COLORS: [Color; 6] = [
+    Color::Blue,
+    Color::Green,
+    Color::Magenta,
+    Color::Yellow,
+    Color::Red,
+    Color::DarkGray,
+];
+
+/// The stacked bar (`width` cells, each phase's share of them by largest remainder) and its
+/// legend: `■ forward 48% 12.1ms  ■ backward 40% ...`, in drawing order.
+pub fn breakdown_lines(b: &Breakdown, width: u16) -> Vec<Line<'static>> {
+    let shares = b.shares();
+    let cells = cells(&shares, width as usize);
+    let bar: Vec<Span> = cells
+        .iter()
+        .zip(PHASE_COLORS)
+        .filter(|(n, _)| **n > 0)
+        .map(|(n, c)| Span::styled("█".repeat(*n), Style::new().fg(c)))
+        .collect();
+    let mut legend = vec![];
+    for (i, name) in PHASES.iter().enumerate() {
+        if shares[i] < 0.005 {
+            continue;
+        }
+        legend.push(Span::styled("■ ", Style::new().fg(PHASE_COLORS[i])));
+        legend.push(Span::raw(format!(
+            "{name} {:.0}% {}  ",
+            shares[i] * 100.0,
+            ms(b.mean[i])
+        )));
+    }
+    vec![Line::from(bar), Line::from(legend)]
+}
+
+/// Split `width` cells by `shares` (largest remainder), so the bar always fills the row.
+fn cells(shares: &[f64; 6], width: usize) -> [usize; 6] {
+    let mut out = shares.map(|s| (s * width as f64).floor() as usize);
+    let mut rest: Vec<(usize, f64)> = shares
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (i, s * width as f64 - out[i] as f64))
+        .collect();
+    rest.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let used: usize = out.iter().sum();
+    let total: f64 = shares.iter().sum();
+    if total > 0.0 {
+        for (i, _) in rest.iter().take(width.saturating_sub(used)) {
+            out[*i] += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bar_fills_the_row_in_proportion() {
+        let b = Breakdown {
+            mean: [0.001, 0.004, 0.004, 0.0005, 0.0, 0.0005],
+            steps: 3,
+        };
+        let c = cells(&b.shares(), 40);
+        assert_eq!(c.iter().sum::<usize>(), 40);
+        assert_eq!(c, [4, 16, 16, 2, 0, 2]);
+        let lines = breakdown_lines(&b, 40);
+        let legend: String = lines[1].spans.iter().map(|s| s.content.as_ref()).collect();
+        assert!(legend.contains("forward 40% 4.0 ms"), "{legend}");
+        assert!(!legend.contains("sync"), "{legend}");
+        assert_eq!(cells(&[0.0; 6], 10), [0; 6]);
+    }
 }

@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from tpuport_agent import check, numerics, state
+from tpuport_agent import check, numerics, phases, state
 
 _AGENT = None
 
@@ -77,11 +77,15 @@ class Agent:
         self.numerics = config.get("numerics")  # `tpuport numerics`: steps, save, compare
         self.last_optimizer = None
         self.max_steps = config.get("max_steps")
+        # Where each step's time goes (`--no-breakdown` turns it off).
+        self.phases = phases.Phases() if config.get("breakdown", True) else None
 
     # ---- steps -------------------------------------------------------------------------------
 
     def on_optimizer_step(self, optimizer, args, kwargs):
         self.last_optimizer = optimizer
+        if self.phases is not None:
+            self.phases.end_optimizer_step()
         if not self.marker_mode:
             self.guarded(self.end_step, "optimizer")
         if self.numerics and self.step >= int(self.numerics["steps"]):
@@ -139,6 +143,9 @@ class Agent:
         # and the step-time statistics leave it out.
         if self.sim_memory is not None and self.sim_memory.active and self.sim_memory.policy == "sampled":
             fields["hbm_sampled"] = True
+        if self.phases is not None:
+            fields["phases"] = self.phases.take(now)
+            self.phases.reset_nesting()
         self.step_buffer.append(fields)
         if self.sim_memory is not None:
             self.sim_memory.on_step(self.step)
@@ -150,6 +157,8 @@ class Agent:
             self.send_buffered()
             self.maybe_memory(force=False)
         self.last_step_end = time.perf_counter()
+        if self.phases is not None:
+            self.phases.restart(self.last_step_end)
 
     def send_buffered(self):
         for fields in self.step_buffer:
@@ -198,10 +207,14 @@ class Agent:
                     agent.sync_sites[site] = agent.sync_sites.get(site, 0) + 1
                 # A torch function mode (the sim's) dispatches back through this wrapper.
                 agent._in_sync = True
+                if agent.phases is not None:
+                    agent.phases.enter("sync")
                 try:
                     return original(self, *args, **kwargs)
                 finally:
                     agent._in_sync = False
+                    if agent.phases is not None:
+                        agent.phases.exit("sync")
 
             counted.__name__ = original.__name__
             counted.__doc__ = original.__doc__
@@ -246,6 +259,8 @@ class Agent:
 
             sim.register_compile_backend(torch)
 
+        if self.phases is not None:
+            self.guarded(self.phases.dynamo_imported, torch)
         dynamo = torch._dynamo
         agent = self
 
@@ -410,6 +425,8 @@ class Agent:
         register_optimizer_step_post_hook(self.on_optimizer_step)
         self.install_compile_hooks(torch)
         self.install_sync_counters(torch)
+        if self.phases is not None:
+            self.phases.install(torch)
         if os.environ.get("WORLD_SIZE", "1") not in ("", "1"):
             from tpuport_agent import collectives
 
