@@ -123,6 +123,7 @@ fn draw_frames(b: divan::Bencher, a: &Aggregator, size: (u16, u16)) {
     let ctx = Context {
         elapsed: a.last_t,
         source: None,
+        ..Context::default()
     };
     b.bench_local(|| {
         t.draw(|f| draw(f, &app, a, &ctx)).unwrap();

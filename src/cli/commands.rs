@@ -93,6 +93,15 @@ pub(super) fn run_script(a: RunArgs) -> Result<u8> {
             python: a.python.clone(),
             worker_args: worker_args(&raw, &script.to_string_lossy()),
             tpu_target: matches!(a.target, TargetArg::Tpu),
+            // With a terminal, the dashboard over the run folder shows every rank as they go.
+            observer: (!a.no_tui && std::io::IsTerminal::is_terminal(&std::io::stdout())).then(
+                || {
+                    Box::new(|dir: &std::path::Path| {
+                        let f = tpuport::ui::top::Follow::start(dir, false)?;
+                        Ok(Box::new(f) as Box<dyn tpuport::runtime::ranks::RanksObserver>)
+                    }) as tpuport::runtime::ranks::ObserverStart
+                },
+            ),
         })?;
         return Ok(code.clamp(0, 255) as u8);
     }

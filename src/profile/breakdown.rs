@@ -1,23 +1,33 @@
 //! Where the step goes: each step event's measured phases (data, forward, backward, optimizer,
-//! host syncs; timed by the agent's `phases.py`) and the rest of the step (`other`), averaged
+//! host syncs, collectives; timed by the agent's `phases.py`) and the rest of the step (`other`), averaged
 //! over a run's steady steps or a window of them. The dashboard's stacked bar, the end-of-run
 //! summary and the report all read it from here.
 
 use super::event::Step;
 
 /// The phases in drawing order; the last, `other`, is the step time the others leave.
-pub const PHASES: [&str; 6] = ["data", "forward", "backward", "optimizer", "sync", "other"];
+pub const PHASES: [&str; 7] = [
+    "data",
+    "forward",
+    "backward",
+    "optimizer",
+    "sync",
+    "collective",
+    "other",
+];
+/// How many phases.
+pub const N: usize = PHASES.len();
 /// Index of `other` in [`PHASES`].
-pub const OTHER: usize = 5;
+pub const OTHER: usize = 6;
 
 /// One step's phases in seconds, [`PHASES`] order; f32 keeps a long run's per-step record small.
-pub type StepPhases = [f32; 6];
+pub type StepPhases = [f32; N];
 
 /// The phases of one step event, when the agent measured them. `other` is `dt` less the
 /// measured phases (never below zero: the phases end where the step does).
 pub fn of_step(s: &Step) -> Option<StepPhases> {
     let p = s.phases.as_ref()?;
-    let mut out = [0f32; 6];
+    let mut out = [0f32; N];
     let mut measured = 0.0;
     for (i, name) in PHASES[..OTHER].iter().enumerate() {
         let v = p.get(*name).copied().unwrap_or(0.0).max(0.0);
@@ -32,7 +42,7 @@ pub fn of_step(s: &Step) -> Option<StepPhases> {
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Breakdown {
     /// Mean seconds per step, [`PHASES`] order.
-    pub mean: [f64; 6],
+    pub mean: [f64; N],
     /// How many steps it averages.
     pub steps: usize,
 }
@@ -40,7 +50,7 @@ pub struct Breakdown {
 impl Breakdown {
     /// The mean of the given steps' phases (None when none of them has any).
     pub fn mean_of<'a>(steps: impl IntoIterator<Item = &'a StepPhases>) -> Option<Breakdown> {
-        let mut sum = [0f64; 6];
+        let mut sum = [0f64; N];
         let mut n = 0;
         for p in steps {
             if p[0].is_nan() {
@@ -63,7 +73,7 @@ impl Breakdown {
     }
 
     /// The share of each phase in the step, [`PHASES`] order.
-    pub fn shares(&self) -> [f64; 6] {
+    pub fn shares(&self) -> [f64; N] {
         let t = self.total();
         self.mean.map(|m| if t > 0.0 { m / t } else { 0.0 })
     }
@@ -125,7 +135,7 @@ mod tests {
     fn mean_skips_steps_without_phases_and_ranks_by_share() {
         let a = of_step(&step(0.010, &[("forward", 0.006), ("backward", 0.003)])).unwrap();
         let b = of_step(&step(0.020, &[("forward", 0.010), ("backward", 0.009)])).unwrap();
-        let none = [f32::NAN; 6];
+        let none = [f32::NAN; N];
         let m = Breakdown::mean_of([&a, &none, &b]).unwrap();
         assert_eq!(m.steps, 2);
         assert!((m.total() - 0.015).abs() < 1e-6);

@@ -192,12 +192,13 @@ impl Drawable for ChartSpec {
 }
 
 /// Phase colours of the step breakdown, [`PHASES`] order (`other` grey).
-pub const PHASE_COLORS: [RGBColor; 6] = [
+pub const PHASE_COLORS: [RGBColor; super::breakdown::N] = [
     RGBColor(31, 119, 180),
     RGBColor(44, 160, 44),
     RGBColor(148, 103, 189),
     RGBColor(255, 127, 14),
     RGBColor(214, 39, 40),
+    RGBColor(23, 190, 207),
     RGBColor(160, 160, 160),
 ];
 

@@ -14,6 +14,7 @@ use super::aggregate::Aggregator;
 use super::breakdown::{Breakdown, PHASES};
 use super::charts;
 use super::follow;
+use super::ranks::{self, RankRow};
 use super::summary::bytes;
 
 /// One run of the report.
@@ -316,6 +317,53 @@ fn breakdown_section(o: &mut String, runs: &[Run]) {
     );
 }
 
+/// `## Ranks`: every rank of a multi-process run side by side, the dead ones and the straggler.
+fn ranks_section(rows: &[RankRow]) -> String {
+    let stats = ranks::whole_run(rows);
+    let mut o = String::from("\n## Ranks\n\n");
+    o.push_str(
+        "| rank | status | steps | median step | p90 step | own work | in collectives | peak memory | events |\n",
+    );
+    o.push_str("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+    for (r, st) in rows.iter().zip(&stats) {
+        let status = match (&st.died, &st.status) {
+            (Some(d), _) => format!("died: {d}"),
+            (None, Some(s)) => s.clone(),
+            (None, None) => "no run_end".into(),
+        };
+        let _ = writeln!(
+            o,
+            "| {} | {status} | {} | {} | {} | {} | {} | {} | `{}` |",
+            st.rank,
+            st.steps,
+            ms(st.median),
+            ms(st.p90),
+            ms(st.busy_median),
+            ms(st.collective_median),
+            st.peak.map(bytes).unwrap_or_else(|| "-".into()),
+            r.file.file_name().unwrap_or_default().to_string_lossy()
+        );
+    }
+    match ranks::straggler_line(&stats) {
+        Some(line) => {
+            let _ = writeln!(o, "\n**{line}.**");
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "\nNo straggler: no rank's own work (step time less time in collectives) is {}× the others'.",
+                ranks::STRAGGLER_RATIO
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\nThe key table, charts and breakdown below are rank {}'s.",
+        stats[0].rank
+    );
+    o
+}
+
 /// Write `bytes` to `path` atomically (temporary file in the same folder, then rename).
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     let dir = path
@@ -334,7 +382,22 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
 /// Render the report into `out`; returns the files written and notes for the user (malformed
 /// lines skipped, with the first one's line number).
 pub fn write_report(paths: &[PathBuf], out: &Path) -> Result<(Vec<PathBuf>, Vec<String>)> {
-    let runs = load_runs(paths)?;
+    // A run folder of `run --nproc` (rank<N>.jsonl): the lowest rank is the run, and a table
+    // puts every rank side by side.
+    let (paths, ranks) = match paths {
+        [dir] if dir.is_dir() => {
+            let rows = ranks::read_folder(dir)?;
+            let Some(first) = rows.first() else {
+                bail!(
+                    "{}: no rank<N>.jsonl files in this folder; pass a run folder of `tpuport run --nproc`, or an events file",
+                    dir.display()
+                );
+            };
+            (vec![first.file.clone()], rows)
+        }
+        _ => (paths.to_vec(), vec![]),
+    };
+    let runs = load_runs(&paths)?;
     let notes: Vec<String> = runs
         .iter()
         .filter_map(|r| {
@@ -385,7 +448,11 @@ pub fn write_report(paths: &[PathBuf], out: &Path) -> Result<(Vec<PathBuf>, Vec<
     if let Some(s) = &stacked {
         titles.push(("breakdown", s.title.as_str()));
     }
-    let md = markdown(&runs, &titles);
+    let mut md = markdown(&runs, &titles);
+    if !ranks.is_empty() {
+        let at = md.find("\n## ").unwrap_or(md.len());
+        md.insert_str(at, &ranks_section(&ranks));
+    }
     let p = out.join("summary.md");
     write_atomic(&p, md.as_bytes())?;
     written.push(p);

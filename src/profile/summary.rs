@@ -20,6 +20,9 @@ pub struct Summary {
     /// Per step: its phases (see [`breakdown`]); empty until a step reports them, NaN where a
     /// step did not.
     pub step_phases: Vec<StepPhases>,
+    /// Per step: seconds in timed torch.distributed collectives (`collective_s`, ranks of a
+    /// multi-process run); empty until a step reports it, 0 where a step did not.
+    pub step_collective: Vec<f32>,
     /// Successful forward (Dynamo frame) compiles, first compiles and recompiles together.
     pub compiles: u64,
     /// Compiles that failed (e.g. the one refused at the recompile limit).
@@ -51,9 +54,14 @@ impl Summary {
                     .unwrap_or(false);
                 self.step_sampled.push(sampled);
                 self.sampled_steps += usize::from(sampled);
+                if let Some(c) = s.extra.get("collective_s").and_then(|v| v.as_f64()) {
+                    let before = self.step_times.len() - 1;
+                    self.step_collective.resize(before, 0.0);
+                    self.step_collective.push(c as f32);
+                }
                 if let Some(p) = breakdown::of_step(s) {
                     let before = self.step_times.len() - 1;
-                    self.step_phases.resize(before, [f32::NAN; 6]);
+                    self.step_phases.resize(before, [f32::NAN; breakdown::N]);
                     self.step_phases.push(p);
                 }
             }

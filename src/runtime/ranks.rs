@@ -3,6 +3,8 @@
 //! itself (instrumented, `--no-tui`), each writing `rank<RANK>.jsonl` in one run folder; torchrun
 //! owns the workers (rendezvous, Ctrl-C, a crashed rank ends the job), tpuport waits and then
 //! sums the ranks up side by side (`profile::ranks`): who died and how, and the straggler.
+//! While the job runs, an observer the command line chooses (the dashboard over the run folder)
+//! may show it; then torchrun's own output goes to `torchrun.log` in the run folder.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,6 +35,22 @@ pub struct RanksOptions {
     pub worker_args: Vec<String>,
     /// On the tpu target, export TorchTPU's topology for N local devices when unset.
     pub tpu_target: bool,
+    /// What shows the job while it runs, made once the run folder exists (None: torchrun's
+    /// output on the terminal, the table at the end).
+    pub observer: Option<ObserverStart>,
+}
+
+/// Starts the observer of a job, given its run folder.
+pub type ObserverStart = Box<dyn FnOnce(&Path) -> Result<Box<dyn RanksObserver>>>;
+
+/// Shows a multi-process job while it runs (the runtime never imports the dashboard: the
+/// command line chooses and hands one in).
+pub trait RanksObserver {
+    /// Called about every 100 ms while the job runs (it may wait that long); true asks to
+    /// interrupt the job (as Ctrl-C would).
+    fn tick(&mut self) -> Result<bool>;
+    /// The job has ended: show the end until the user leaves, or `stop` says so.
+    fn finish(&mut self, stop: &dyn Fn() -> bool) -> Result<()>;
 }
 
 /// `--events` with `{rank}` replaced by this process's `RANK` (torchrun sets it; else 0).
@@ -148,9 +166,56 @@ pub fn run(opts: RanksOptions) -> Result<i32> {
             ids.push(id);
         }
     }
-    let status = cmd
-        .status()
-        .with_context(|| format!("cannot start {}", program.display()))?;
+    let status = match opts.observer {
+        None => cmd
+            .status()
+            .with_context(|| format!("cannot start {}", program.display()))?,
+        Some(start) => {
+            let log = dir.join("torchrun.log");
+            let out = std::fs::File::create(&log)
+                .with_context(|| format!("cannot create {}", log.display()))?;
+            cmd.stdin(std::process::Stdio::null())
+                .stdout(out.try_clone()?)
+                .stderr(out);
+            let mut child = cmd
+                .spawn()
+                .with_context(|| format!("cannot start {}", program.display()))?;
+            let mut observer = match start(&dir) {
+                Ok(o) => o,
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(e);
+                }
+            };
+            let pid = child.id() as libc::pid_t;
+            let (mut asked, mut seen) = (0, 0);
+            let status = loop {
+                if let Some(st) = child.try_wait()? {
+                    break st;
+                }
+                // Ctrl-C in the dashboard (a key in raw mode), or a signal to tpuport: torchrun
+                // gets SIGINT and stops its workers; asked again, SIGKILL.
+                let signals = interrupts.load(Ordering::SeqCst);
+                let wants = observer.tick().unwrap_or(true) as usize + (signals - seen);
+                seen = signals;
+                if wants > 0 {
+                    asked += wants;
+                    let sig = if asked > 1 {
+                        libc::SIGKILL
+                    } else {
+                        libc::SIGINT
+                    };
+                    unsafe { libc::kill(pid, sig) };
+                }
+            };
+            let stop = || interrupts.load(Ordering::SeqCst) > 0;
+            observer.finish(&stop)?;
+            drop(observer);
+            eprintln!("torchrun's output: {}", log.display());
+            status
+        }
+    };
     for id in ids {
         signal_hook::low_level::unregister(id);
     }

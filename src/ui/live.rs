@@ -27,6 +27,9 @@ pub struct Dashboard {
     drawn_generation: u64,
     drawn_second: u64,
     pub source: Option<String>,
+    /// A multi-process run: every rank's numbers over the window, and the rank on screen.
+    pub ranks: Vec<crate::profile::ranks::RankStats>,
+    pub current_rank: Option<u32>,
 }
 
 impl Dashboard {
@@ -41,6 +44,8 @@ impl Dashboard {
             drawn_generation: u64::MAX,
             drawn_second: u64::MAX,
             source: None,
+            ranks: vec![],
+            current_rank: None,
         })
     }
 
@@ -104,6 +109,8 @@ impl Dashboard {
         let ctx = Context {
             elapsed: self.elapsed(),
             source: self.source.clone(),
+            ranks: self.ranks.clone(),
+            current_rank: self.current_rank,
         };
         let (app, agg) = (&self.app, &self.agg);
         self.guard

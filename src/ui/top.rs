@@ -1,13 +1,14 @@
 //! `tpuport top FILE|DIR`: the dashboard over events files written by a job started elsewhere,
 //! followed live (notify, with a slow poll as a safety net). A folder holds one file per rank;
-//! `n`/`p` switch between them.
+//! `n`/`p` switch between them, and a ranks pane shows every rank at once. [`Follow`] is also
+//! what `tpuport run --nproc` shows while its job runs.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use notify::{RecursiveMode, Watcher};
@@ -16,6 +17,8 @@ use super::app::Action;
 use super::live::Dashboard;
 use crate::profile::aggregate::Aggregator;
 use crate::profile::follow::{Follower, events_files};
+use crate::profile::ranks::RankStats;
+use crate::runtime::ranks::RanksObserver;
 
 pub fn run(path: &Path) -> Result<i32> {
     // A file that does not exist yet is waited for (the job may not have started), as long as
@@ -36,40 +39,83 @@ pub fn run(path: &Path) -> Result<i32> {
             path.display()
         );
     }
-    let dir = if path.is_dir() {
-        path.to_path_buf()
-    } else {
-        path.parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."))
-            .to_path_buf()
-    };
-    let (tx, rx) = mpsc::channel::<()>();
-    let mut watcher = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
-        let _ = tx.send(());
-    })
-    .context("cannot watch for file changes (inotify)")?;
-    // The folder, not the file: a rotated or re-created file is seen too.
-    watcher
-        .watch(&dir, RecursiveMode::NonRecursive)
-        .with_context(|| format!("cannot watch {}", dir.display()))?;
-
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
     }
-
-    let mut files: Vec<(Follower, Aggregator)> = vec![];
-    let mut cur = 0usize;
-    let mut dash = Dashboard::start(true)?;
+    let mut follow = Follow::start(path, true)?;
     loop {
+        if follow.poll()?.is_some() || stop.load(Ordering::SeqCst) {
+            return Ok(0);
+        }
+        follow.wait();
+    }
+}
+
+/// The dashboard following a file or a folder of per-rank files: `tpuport top`, and the view of
+/// `tpuport run --nproc` while its job runs.
+pub struct Follow {
+    path: PathBuf,
+    // Kept alive: it feeds `rx`.
+    _watcher: notify::RecommendedWatcher,
+    rx: mpsc::Receiver<()>,
+    files: Vec<(Follower, Aggregator)>,
+    cur: usize,
+    dash: Dashboard,
+    ranks_at: Option<Instant>,
+    ranks_generation: u64,
+    /// `run --nproc`: the job still runs, so a rank that ended does not end the view (`q` asks
+    /// to stop the job, not to leave).
+    job_running: bool,
+}
+
+impl Follow {
+    /// Watch `path` (a file, or a folder of `*.jsonl`) and take over the terminal. `attached`:
+    /// there is no job to stop (`tpuport top`), `q` leaves at once.
+    pub fn start(path: &Path, attached: bool) -> Result<Follow> {
+        let dir = if path.is_dir() {
+            path.to_path_buf()
+        } else {
+            path.parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .to_path_buf()
+        };
+        let (tx, rx) = mpsc::channel::<()>();
+        let mut watcher =
+            notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
+                let _ = tx.send(());
+            })
+            .context("cannot watch for file changes (inotify)")?;
+        // The folder, not the file: a rotated or re-created file is seen too.
+        watcher
+            .watch(&dir, RecursiveMode::NonRecursive)
+            .with_context(|| format!("cannot watch {}", dir.display()))?;
+        Ok(Follow {
+            path: path.to_path_buf(),
+            _watcher: watcher,
+            rx,
+            files: vec![],
+            cur: 0,
+            dash: Dashboard::start(attached)?,
+            ranks_at: None,
+            ranks_generation: u64::MAX,
+            job_running: !attached,
+        })
+    }
+
+    /// Read what the files gained, handle the keys, redraw if due. Returns Leave or Interrupt
+    /// when the user asked for it.
+    pub fn poll(&mut self) -> Result<Option<Action>> {
         // New per-rank files appear as the job starts.
-        for f in events_files(path)? {
-            if !files.iter().any(|(fo, _)| fo.path == f) {
-                files.push((Follower::new(&f), Aggregator::new()));
+        for f in events_files(&self.path)? {
+            if !self.files.iter().any(|(fo, _)| fo.path == f) {
+                self.files.push((Follower::new(&f), Aggregator::new()));
             }
         }
-        for (i, (fo, agg)) in files.iter_mut().enumerate() {
+        let cur = self.cur;
+        let dash = &mut self.dash;
+        for (i, (fo, agg)) in self.files.iter_mut().enumerate() {
             let target = if i == cur { &mut dash.agg } else { agg };
             let polled = fo.poll(target)?;
             if polled.restarted && i == cur {
@@ -77,41 +123,119 @@ pub fn run(path: &Path) -> Result<i32> {
                 dash.app.show_summary = false;
             }
         }
-        let source = label(&files, cur, path);
-        if source != dash.source {
-            dash.source = source;
-            dash.app.dirty = true;
+        self.update_ranks();
+        let source = label(&self.files, self.cur, &self.path);
+        if source != self.dash.source {
+            self.dash.source = source;
+            self.dash.app.dirty = true;
         }
-        if dash.agg.run_end().is_some() {
-            dash.app.script_ended();
+        if self.dash.agg.run_end().is_some() && !self.job_running {
+            self.dash.app.script_ended();
         }
-        for a in dash.tick()? {
+        for a in self.dash.tick()? {
             match a {
-                Action::Leave | Action::Interrupt => return Ok(0),
-                Action::NextFile | Action::PrevFile if files.len() > 1 => {
+                Action::Leave | Action::Interrupt => return Ok(Some(a)),
+                Action::NextFile | Action::PrevFile if self.files.len() > 1 => {
+                    let n = self.files.len();
                     let next = if a == Action::NextFile {
-                        (cur + 1) % files.len()
+                        (self.cur + 1) % n
                     } else {
-                        (cur + files.len() - 1) % files.len()
+                        (self.cur + n - 1) % n
                     };
-                    std::mem::swap(&mut dash.agg, &mut files[cur].1);
-                    std::mem::swap(&mut dash.agg, &mut files[next].1);
-                    cur = next;
-                    dash.app.ended = dash.agg.run_end().is_some();
-                    dash.app.show_summary = dash.app.ended;
-                    dash.app.dirty = true;
+                    std::mem::swap(&mut self.dash.agg, &mut self.files[self.cur].1);
+                    std::mem::swap(&mut self.dash.agg, &mut self.files[next].1);
+                    self.cur = next;
+                    self.dash.app.ended = self.dash.agg.run_end().is_some() && !self.job_running;
+                    self.dash.app.show_summary = self.dash.app.ended;
+                    self.dash.app.dirty = true;
                 }
                 _ => {}
             }
         }
-        if stop.load(Ordering::SeqCst) {
-            return Ok(0);
-        }
-        // Woken by a file change, or after a while anyway (notify can miss events on some
-        // file systems).
-        let _ = rx.recv_timeout(Duration::from_millis(100));
-        while rx.try_recv().is_ok() {}
+        Ok(None)
     }
+
+    /// The ranks table costs a sort of each rank's window: at most twice a second, and only
+    /// when a file moved.
+    fn update_ranks(&mut self) {
+        let generations: u64 = self.files.iter().map(|(_, a)| a.generation).sum::<u64>()
+            + self.dash.agg.generation
+            + self.cur as u64;
+        let due = self
+            .ranks_at
+            .is_none_or(|t| t.elapsed() >= Duration::from_millis(500));
+        if !due || generations == self.ranks_generation {
+            return;
+        }
+        self.ranks_at = Some(Instant::now());
+        self.ranks_generation = generations;
+        let ranks = rank_stats(&self.files, self.cur, &self.dash.agg, &self.dash.app);
+        if ranks != self.dash.ranks {
+            self.dash.ranks = ranks;
+            self.dash.current_rank = self
+                .files
+                .get(self.cur)
+                .map(|(fo, _)| rank_number(&fo.path, self.cur));
+            self.dash.app.dirty = true;
+        }
+    }
+
+    /// Wait for a file change, or a while anyway (notify can miss events on some file systems).
+    pub fn wait(&self) {
+        let _ = self.rx.recv_timeout(Duration::from_millis(100));
+        while self.rx.try_recv().is_ok() {}
+    }
+
+    /// The job has ended: the summary screen stays until the user leaves (or `stop` says so).
+    pub fn wait_until_leave(&mut self, stop: impl Fn() -> bool) -> Result<()> {
+        // A last read: the ranks' final events.
+        self.job_running = false;
+        self.ranks_at = None;
+        self.poll()?;
+        self.dash.wait_until_leave(stop)
+    }
+}
+
+impl RanksObserver for Follow {
+    fn tick(&mut self) -> Result<bool> {
+        let interrupt = matches!(self.poll()?, Some(Action::Interrupt | Action::Leave));
+        self.wait();
+        Ok(interrupt)
+    }
+
+    fn finish(&mut self, stop: &dyn Fn() -> bool) -> Result<()> {
+        self.wait_until_leave(stop)
+    }
+}
+
+/// A file's rank: `rank<N>.jsonl`, else its place in the folder.
+fn rank_number(path: &Path, i: usize) -> u32 {
+    crate::profile::ranks::rank_of(path).unwrap_or(i as u32)
+}
+
+/// Every rank's numbers over the dashboard's time window (each rank's own clock), when the
+/// folder holds more than one file. The file on screen lives in the dashboard's aggregator.
+pub fn rank_stats(
+    files: &[(Follower, Aggregator)],
+    cur: usize,
+    shown: &Aggregator,
+    app: &super::app::App,
+) -> Vec<RankStats> {
+    if files.len() < 2 {
+        return vec![];
+    }
+    let mut out: Vec<RankStats> = files
+        .iter()
+        .enumerate()
+        .map(|(i, (fo, agg))| {
+            let agg = if i == cur { shown } else { agg };
+            let (from, to) = app.view(agg.last_t);
+            let range = agg.step_index_at(from)..agg.step_t.partition_point(|&x| x <= to);
+            RankStats::of(rank_number(&fo.path, i), &agg.summary, range)
+        })
+        .collect();
+    out.sort_by_key(|r| r.rank);
+    out
 }
 
 fn label(files: &[(Follower, Aggregator)], cur: usize, root: &Path) -> Option<String> {

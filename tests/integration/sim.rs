@@ -322,6 +322,34 @@ fn nproc_runs_ranks_names_the_straggler_and_the_dead_rank() {
     }
     assert!(stderr.contains("rank 1 is a straggler"), "{stderr}");
     assert!(!stderr.contains("rank 0 is a straggler"), "{stderr}");
+    // `tpuport report FOLDER`: the ranks side by side in summary.md, and rank 0's breakdown shows
+    // it waiting in the collectives for the slow rank.
+    let out_dir = dir.path().join("report");
+    let rep = Command::cargo_bin("tpuport")
+        .unwrap()
+        .args(["report"])
+        .arg(&folder)
+        .arg("-o")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(
+        rep.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rep.stderr)
+    );
+    let md = std::fs::read_to_string(out_dir.join("summary.md")).unwrap();
+    assert!(md.contains("## Ranks"), "{md}");
+    assert!(
+        md.contains("| 0 | ok | 8 |") && md.contains("| 1 | ok | 8 |"),
+        "{md}"
+    );
+    assert!(md.contains("**rank 1 is a straggler"), "{md}");
+    let collective = md
+        .lines()
+        .find(|l| l.starts_with("| collective |"))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(!collective.contains("| 0.00 ms"), "{collective}");
 
     let (out, folder) = job("dead", ("DIE_RANK", "1"));
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -340,6 +340,45 @@ fn top_over_a_folder_of_ranks() {
     });
 }
 
+/// Issue 15, acceptance 1: `run --nproc 2` in a terminal shows the dashboard over the run folder
+/// with both ranks side by side, the slow one flagged as the straggler; after the job, the table.
+#[test]
+fn nproc_dashboard_shows_every_rank() {
+    if !have_tmux() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("job");
+    let t = start("nproc");
+    let line = format!(
+        "cd {} && SLOW_RANK=1 STEPS=40 VIRTUAL_ENV={} {} run --nproc 2 --target sim --events {} {}",
+        dir.path().display(),
+        venv().display(),
+        env!("CARGO_BIN_EXE_tpuport"),
+        folder.display(),
+        repo().join("tests/scripts/ranks.py").display()
+    );
+    t.send(&[&line, "Enter"]);
+    let s = t.wait("both ranks in the ranks pane", 120, |s| {
+        s.contains("Ranks: 2") && s.contains("▶0") && s.contains(" 1 ")
+    });
+    assert!(s.contains("rank0.jsonl"), "{s}");
+    let s = t.wait("the straggler flagged", 120, |s| {
+        s.contains("rank 1 straggles")
+    });
+    assert!(s.contains("own"), "{s}");
+    t.wait("the end of the job", 120, |s| {
+        s.contains("Summary") && s.matches(" ok ").count() >= 2
+    });
+    t.send(&["q"]);
+    let s = t.wait("the table after the dashboard", 30, |s| {
+        s.trim_end().ends_with("READY$") && s.contains("torchrun exited with 0")
+    });
+    assert!(s.contains("rank 1 is a straggler"), "{s}");
+    assert!(s.contains("torchrun.log"), "{s}");
+    assert!(folder.join("rank0.jsonl").is_file() && folder.join("rank1.jsonl").is_file());
+}
+
 /// Run by `panic_restores_the_terminal` inside tmux: takes the terminal over with the real
 /// dashboard, draws, then panics. Ignored in normal runs (it needs a terminal).
 #[test]

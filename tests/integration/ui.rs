@@ -40,6 +40,7 @@ fn screen(app: &App, agg: &Aggregator, source: Option<&str>) -> String {
     let ctx = Context {
         elapsed: agg.last_t,
         source: source.map(str::to_string),
+        ..Context::default()
     };
     t.draw(|f| draw(f, app, agg, &ctx)).unwrap();
     format!("{}", t.backend())

@@ -10,6 +10,7 @@ mod header;
 mod help;
 mod memory;
 mod output;
+mod ranks;
 mod steps;
 mod summary;
 mod syncs;
@@ -31,6 +32,9 @@ pub struct Context {
     pub elapsed: f64,
     /// `tpuport top`: which file is shown (`rank0.jsonl (1/4)`).
     pub source: Option<String>,
+    /// A multi-process run: every rank's numbers over the window, and the rank on screen.
+    pub ranks: Vec<crate::profile::ranks::RankStats>,
+    pub current_rank: Option<u32>,
 }
 
 /// One frame: the header, the panes (or the summary screen once the script has ended), the
@@ -45,7 +49,15 @@ pub fn draw(f: &mut Frame, app: &App, agg: &Aggregator, ctx: &Context) {
     .areas(area);
     header::draw(f, header, app, agg, ctx);
     if app.show_summary && app.ended {
-        summary::draw(f, body, agg);
+        if ctx.ranks.len() > 1 {
+            let rows = ctx.ranks.len() as u16 + 5;
+            let [top, bottom] =
+                Layout::vertical([Constraint::Fill(1), Constraint::Length(rows)]).areas(body);
+            summary::draw(f, top, agg);
+            ranks::draw(f, bottom, &ctx.ranks, ctx.current_rank);
+        } else {
+            summary::draw(f, body, agg);
+        }
     } else {
         let [top, middle, bottom] = Layout::vertical([
             Constraint::Percentage(38),
@@ -63,7 +75,14 @@ pub fn draw(f: &mut Frame, app: &App, agg: &Aggregator, ctx: &Context) {
         memory::draw(f, memory, app, agg, view);
         compiles::draw(f, compiles, app, agg);
         syncs::draw(f, syncs, app, agg, &stats);
-        output::draw(f, bottom, app, agg);
+        if ctx.ranks.len() > 1 {
+            let [left, right] =
+                Layout::horizontal([Constraint::Percentage(55), Constraint::Fill(1)]).areas(bottom);
+            ranks::draw(f, left, &ctx.ranks, ctx.current_rank);
+            output::draw(f, right, app, agg);
+        } else {
+            output::draw(f, bottom, app, agg);
+        }
     }
     footer::draw(f, footer, app, agg);
     if app.help {

@@ -12,7 +12,7 @@ use ratatui::widgets::{Axis, Chart, Paragraph};
 
 use super::{downsample, line, pane_block};
 use crate::profile::aggregate::{Aggregator, WindowStats};
-use crate::profile::breakdown::{Breakdown, PHASES};
+use crate::profile::breakdown::{Breakdown, N, PHASES};
 use crate::ui::app::{App, Pane};
 use crate::ui::format::{duration, ms, rate};
 
@@ -129,12 +129,13 @@ fn numbers(agg: &Aggregator, view: (f64, f64), stats: &WindowStats) -> Line<'sta
     Line::from(parts)
 }
 
-const PHASE_COLORS: [Color; 6] = [
+const PHASE_COLORS: [Color; N] = [
     Color::Blue,
     Color::Green,
     Color::Magenta,
     Color::Yellow,
     Color::Red,
+    Color::Cyan,
     Color::DarkGray,
 ];
 
@@ -165,7 +166,7 @@ pub fn breakdown_lines(b: &Breakdown, width: u16) -> Vec<Line<'static>> {
 }
 
 /// Split `width` cells by `shares` (largest remainder), so the bar always fills the row.
-fn cells(shares: &[f64; 6], width: usize) -> [usize; 6] {
+fn cells(shares: &[f64; N], width: usize) -> [usize; N] {
     let mut out = shares.map(|s| (s * width as f64).floor() as usize);
     let mut rest: Vec<(usize, f64)> = shares
         .iter()
@@ -190,16 +191,16 @@ mod tests {
     #[test]
     fn the_bar_fills_the_row_in_proportion() {
         let b = Breakdown {
-            mean: [0.001, 0.004, 0.004, 0.0005, 0.0, 0.0005],
+            mean: [0.001, 0.004, 0.004, 0.0005, 0.0, 0.0, 0.0005],
             steps: 3,
         };
         let c = cells(&b.shares(), 40);
         assert_eq!(c.iter().sum::<usize>(), 40);
-        assert_eq!(c, [4, 16, 16, 2, 0, 2]);
+        assert_eq!(c, [4, 16, 16, 2, 0, 0, 2]);
         let lines = breakdown_lines(&b, 40);
         let legend: String = lines[1].spans.iter().map(|s| s.content.as_ref()).collect();
         assert!(legend.contains("forward 40% 4.0 ms"), "{legend}");
         assert!(!legend.contains("sync"), "{legend}");
-        assert_eq!(cells(&[0.0; 6], 10), [0; 6]);
+        assert_eq!(cells(&[0.0; N], 10), [0; N]);
     }
 }

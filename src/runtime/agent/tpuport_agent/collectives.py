@@ -3,6 +3,7 @@ event). With one process per device, a fast rank waits in its collectives for th
 a step's time minus its collective time is the rank's own work, which is what tells the
 straggler (``tpuport run --nproc``). Synchronous calls only (``async_op=True`` returns at once;
 its wait is not counted), and DDP's gradient all-reduce runs inside backward in C++, unseen here.
+The same time is the step breakdown's ``collective`` phase.
 """
 
 import time
@@ -21,12 +22,18 @@ def install(agent, torch):
         return
     perf = time.perf_counter
 
+    phases = agent.phases  # the step breakdown's `collective` phase (None: --no-breakdown)
+
     def wrap(name, fn):
         def timed(*args, **kwargs):
             t = perf()
+            if phases is not None:
+                phases.enter("collective")
             try:
                 return fn(*args, **kwargs)
             finally:
+                if phases is not None:
+                    phases.exit("collective")
                 agent.pending["collective_s"] = agent.pending.get("collective_s", 0.0) + (perf() - t)
 
         timed.__name__ = timed.__qualname__ = name

@@ -2,7 +2,8 @@
 forward (from the outermost module call until the next phase starts, so a loss computed
 with ``F.cross_entropy`` after the model counts as forward), backward (``torch.autograd.backward`` / ``grad``),
 optimizer (``optimizer.step`` and what goes with it: ``zero_grad``, gradient clipping,
-GradScaler's ``unscale_`` and ``update``) and sync (the host syncs the agent counts). Each phase is timed
+GradScaler's ``unscale_`` and ``update``), sync (the host syncs the agent counts) and collective
+(synchronous torch.distributed calls, timed by ``collectives.py`` in a multi-process run). Each phase is timed
 exclusively: time in a phase nested in another (a sync inside forward, an LBFGS closure inside
 the optimizer step) counts for the inner one only. The rest of the step is ``other`` (the
 script's own code between them); the step event carries the five measured phases.
@@ -12,7 +13,7 @@ phase that waits for it (a host sync, or the next batch's transfer)."""
 
 import time
 
-PHASES = ("data", "forward", "backward", "optimizer", "sync")
+PHASES = ("data", "forward", "backward", "optimizer", "sync", "collective")
 
 
 class Phases:
@@ -24,7 +25,7 @@ class Phases:
 
     def enter(self, name):
         now = time.perf_counter()
-        if name != "sync" and self.forward_depth == 0 and self.stack and self.stack[-1] == "forward":
+        if name not in ("sync", "collective") and self.forward_depth == 0 and self.stack and self.stack[-1] == "forward":
             # The forward pass (and the loss after it) ends where backward, the optimizer or the
             # next batch begins.
             self.totals["forward"] += now - self.mark
