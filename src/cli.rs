@@ -145,6 +145,11 @@ struct RunArgs {
     /// `torch.cuda.*`, autocast, GradScaler, NCCL) on the CPU, so a CUDA script runs as written.
     #[arg(long)]
     cuda_on_cpu: bool,
+    /// Run the script again whenever it or a Python file in its folder changes (a change
+    /// while it runs stops it first); the dashboard restarts in place. Leave the dashboard, or
+    /// Ctrl-C, to stop watching.
+    #[arg(long, conflicts_with = "nproc")]
+    watch: bool,
     /// Do not time each step's phases (data, forward, backward, optimizer, host syncs): the
     /// module, autograd, optimizer and DataLoader hooks that measure them stay out.
     #[arg(long)]
@@ -461,6 +466,10 @@ struct MigrateArgs {
     /// Worker threads (default: one per core).
     #[arg(short = 'j', long)]
     threads: Option<usize>,
+    /// Check again whenever a Python file under the paths changes (debounced), until Ctrl-C;
+    /// findings only: it never writes.
+    #[arg(long, conflicts_with = "write")]
+    watch: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

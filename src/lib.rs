@@ -24,6 +24,7 @@
 //! - [`check`]: `tpuport check`, which puts [`port`], [`runtime`] and [`profile`] behind one
 //!   question ("is this script ready for a TPU?"); it never imports [`ui`].
 //! - [`ui`]: the ratatui dashboard over [`profile`]'s aggregates (`tpuport run`, `tpuport top`).
+//! - [`watch`]: debounced change notification for `--watch` (a leaf: imports no other layer).
 //!
 //! The binary's front end (`src/cli.rs`) parses the command line, chooses the observer and
 //! dispatches; nothing else lives there. `tests/integration/architecture.rs` checks these
@@ -34,3 +35,4 @@ pub mod port;
 pub mod profile;
 pub mod runtime;
 pub mod ui;
+pub mod watch;

@@ -136,15 +136,19 @@ pub(super) fn run_script(a: RunArgs) -> Result<u8> {
         (None, Some(s)) => (s, a.args),
         (None, None) => unreachable!("clap requires a script or --module"),
     };
-    let code = tpuport::runtime::run(tpuport::runtime::RunOptions {
-        script,
-        module: a.module,
-        args,
-        request,
-        python: a.python,
-        events: a.events,
+    if a.watch && a.module.is_some() {
+        bail!("--watch watches a script and its folder; it does not take -m MODULE");
+    }
+    let (watch, no_tui, watched) = (a.watch, a.no_tui, script.clone());
+    let make = move |observer| tpuport::runtime::RunOptions {
+        script: script.clone(),
+        module: a.module.clone(),
+        args: args.clone(),
+        request: request.clone(),
+        python: a.python.clone(),
+        events: a.events.clone(),
         timeout: a.timeout.map(std::time::Duration::from_secs_f64),
-        observer: observer(a.no_tui),
+        observer,
         subprocess: a.subprocess,
         sim: tpuport::runtime::SimOptions {
             strict_hbm: a.strict_hbm,
@@ -156,7 +160,16 @@ pub(super) fn run_script(a: RunArgs) -> Result<u8> {
         cuda_on_cpu: a.cuda_on_cpu,
         breakdown: !a.no_breakdown,
         check: None,
-    })?;
+    };
+    let code = if watch {
+        tpuport::runtime::watch::run_watching(
+            || make(observer(true)),
+            watch_observer(no_tui),
+            &watched,
+        )?
+    } else {
+        tpuport::runtime::run(make(observer(no_tui)))?
+    };
     Ok(code.clamp(0, 255) as u8)
 }
 
@@ -178,6 +191,20 @@ pub(super) fn observer(no_tui: bool) -> tpuport::runtime::launcher::ObserverChoi
     }))
 }
 
+/// `run --watch`: the dashboard, started now and kept for every run (None: step lines).
+fn watch_observer(no_tui: bool) -> Option<Box<dyn tpuport::runtime::launcher::RunObserver>> {
+    if no_tui || !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return None;
+    }
+    match tpuport::ui::live::LiveRun::start() {
+        Ok(d) => Some(Box::new(d)),
+        Err(e) => {
+            eprintln!("tpuport: note: {e:#}; showing one line per step instead");
+            None
+        }
+    }
+}
+
 pub(super) fn report(a: ReportArgs) -> Result<u8> {
     let (files, notes) = tpuport::profile::report::write_report(&a.runs, &a.output)?;
     for n in notes {
@@ -187,6 +214,34 @@ pub(super) fn report(a: ReportArgs) -> Result<u8> {
         println!("{}", f.display());
     }
     Ok(0)
+}
+
+/// `migrate --watch`: after the first check, check again on every change of a Python file under
+/// the paths, until Ctrl-C.
+fn watch_migrate(rules: &RuleSet, opts: &Options) -> Result<()> {
+    let mut changes = tpuport::watch::Changes::new(&opts.paths, true)?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register(sig, std::sync::Arc::clone(&stop));
+    }
+    loop {
+        eprintln!("tpuport migrate: watching for changes to Python files (Ctrl-C to stop)");
+        let changed = loop {
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                return Ok(());
+            }
+            let c = changes.wait(std::time::Duration::from_millis(200));
+            if !c.is_empty() {
+                break c;
+            }
+        };
+        let names: Vec<String> = changed.iter().map(|p| p.display().to_string()).collect();
+        eprintln!(
+            "\ntpuport migrate: {} changed: checking again\n",
+            names.join(", ")
+        );
+        driver::run(rules, opts)?;
+    }
 }
 
 pub(super) fn migrate(a: MigrateArgs) -> Result<u8> {
@@ -234,6 +289,9 @@ pub(super) fn migrate(a: MigrateArgs) -> Result<u8> {
         exclude: settled.exclude,
     };
     let code = driver::run(&rules, &opts)?;
+    if a.watch {
+        watch_migrate(&rules, &opts)?;
+    }
     Ok(if a.exit_zero && code == driver::EXIT_FINDINGS {
         driver::EXIT_CLEAN
     } else {

@@ -21,6 +21,7 @@ pub mod numerics;
 pub mod ranks;
 pub mod target;
 pub mod tune;
+pub mod watch;
 pub mod worker;
 
 use std::path::{Path, PathBuf};

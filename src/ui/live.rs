@@ -49,6 +49,18 @@ impl Dashboard {
         })
     }
 
+    /// A new run in the same terminal (`run --watch`): fresh data and a fresh view, the chosen
+    /// window and redraw rate kept.
+    pub fn restart(&mut self) {
+        let (window, rate) = (self.app.window, self.app.rate);
+        self.app = App::new(self.app.attached);
+        self.app.window = window;
+        self.app.rate = rate;
+        self.agg = Aggregator::new();
+        self.started = Instant::now();
+        self.drawn_generation = u64::MAX;
+    }
+
     pub fn event(&mut self, e: &Event) {
         self.agg.add(e);
         if matches!(e, Event::RunEnd(_)) {
@@ -191,5 +203,9 @@ impl RunObserver for LiveRun {
 
     fn finish(&mut self, stop: &dyn Fn() -> bool) -> Result<()> {
         self.dash.wait_until_leave(stop)
+    }
+
+    fn restart(&mut self) {
+        self.dash.restart();
     }
 }

@@ -20,4 +20,5 @@ mod sim;
 mod statistics;
 mod tmux;
 mod ui;
+mod watch;
 mod xla;

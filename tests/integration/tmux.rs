@@ -379,6 +379,42 @@ fn nproc_dashboard_shows_every_rank() {
     assert!(folder.join("rank0.jsonl").is_file() && folder.join("rank1.jsonl").is_file());
 }
 
+/// `run --watch` with the dashboard: a change stops the running script and the dashboard starts
+/// over in place (same screen, fresh numbers); `q` on the summary ends the watch.
+#[test]
+fn run_watch_restarts_the_dashboard_in_place() {
+    if !have_tmux() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("loop.py");
+    std::fs::copy(repo().join("tests/scripts/tui_steps.py"), &script).unwrap();
+    let t = start("watch");
+    let line = format!(
+        "cd {} && VIRTUAL_ENV={} {} run --watch --target host --events {} loop.py",
+        dir.path().display(),
+        venv().display(),
+        env!("CARGO_BIN_EXE_tpuport"),
+        dir.path().join("e.jsonl").display(),
+    );
+    t.send(&[&line, "Enter"]);
+    t.wait("ten steps", 60, |s| step_on(s).is_some_and(|n| n >= 10));
+    // The new version runs 5 steps and ends.
+    let text = std::fs::read_to_string(&script).unwrap();
+    std::fs::write(&script, text.replace("else 600", "else 5")).unwrap();
+    let s = t.wait("the second run's summary", 60, |s| {
+        s.contains("Summary") && s.contains("steps: 5")
+    });
+    assert!(s.contains("loop.py"), "{s}");
+    t.send(&["s"]);
+    t.wait("the note in the output pane", 10, |s| {
+        s.contains("changed: running it again")
+    });
+    t.send(&["q"]);
+    let s = t.wait("the prompt", 20, |s| s.trim_end().ends_with("READY$"));
+    assert!(s.contains("finished (exit 0)"), "{s}");
+}
+
 /// Run by `panic_restores_the_terminal` inside tmux: takes the terminal over with the real
 /// dashboard, draws, then panics. Ignored in normal runs (it needs a terminal).
 #[test]

@@ -47,6 +47,9 @@ pub trait RunObserver {
     fn prints_summary(&self) -> bool {
         true
     }
+
+    /// The same observer shows a new run of the script (`run --watch`): forget the last one.
+    fn restart(&mut self) {}
 }
 
 /// Shows nothing: the script's output and the run's end go to the events file only (a run that
@@ -103,6 +106,10 @@ impl StepLines {
 }
 
 impl RunObserver for StepLines {
+    fn restart(&mut self) {
+        self.summary = Summary::default();
+    }
+
     fn event(&mut self, e: &Event) -> Result<()> {
         match e {
             Event::Step(s) => eprintln!("{}", step_line(s, &self.summary)),

@@ -1,0 +1,153 @@
+//! `--watch` (issue 15, acceptance 3): `tpuport run --watch` re-runs the script when it changes
+//! (stopping it first if it still runs) and again after it ended; `tpuport migrate --watch`
+//! checks again when a file changes. Each test edits a file and waits for the re-run in the
+//! process's output; Ctrl-C (SIGINT) ends the watch.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::common::venv;
+
+/// The child's stdout and stderr lines, merged, as they come.
+fn lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    let err = child.stderr.take().unwrap();
+    for r in [
+        Box::new(out) as Box<dyn std::io::Read + Send>,
+        Box::new(err) as Box<dyn std::io::Read + Send>,
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for l in BufReader::new(r).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+    }
+    rx
+}
+
+/// Wait (at most `secs`) for a line containing `needle`; the lines seen so far on failure.
+fn expect(rx: &mpsc::Receiver<String>, seen: &mut Vec<String>, needle: &str, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(100)) {
+            let hit = l.contains(needle);
+            seen.push(l);
+            if hit {
+                return;
+            }
+        }
+    }
+    panic!(
+        "no line with {needle:?} after {secs} s; output:\n{}",
+        seen.join("\n")
+    );
+}
+
+fn interrupt(child: &mut Child) -> std::process::ExitStatus {
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still watching 20 s after Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Give inotify a moment, then replace the file as editors do (write a temp file, rename).
+fn save(path: &std::path::Path, text: &str) {
+    std::thread::sleep(Duration::from_millis(400));
+    let tmp = path.with_extension("swp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+#[test]
+fn run_watch_reruns_the_script_when_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("train.py");
+    // Version 1 runs for a long time: the change must stop it and start version 2.
+    std::fs::write(
+        &script,
+        "import time\nprint('version 1', flush=True)\ntime.sleep(60)\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tpuport"))
+        .current_dir(dir.path())
+        .env("VIRTUAL_ENV", venv())
+        .args(["run", "--watch", "--no-tui", "--target", "host", "--events"])
+        .arg(dir.path().join("events.jsonl"))
+        .arg(&script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = lines(&mut child);
+    let mut seen = vec![];
+    expect(&rx, &mut seen, "version 1", 60);
+    save(&script, "print('version 2', flush=True)\n");
+    expect(&rx, &mut seen, "a file changed: stopping the script", 30);
+    expect(&rx, &mut seen, "train.py changed: running it again", 30);
+    expect(&rx, &mut seen, "version 2", 60);
+    expect(&rx, &mut seen, "watching", 30);
+    // After it ended: a change of another Python file in the folder runs it again.
+    save(&dir.path().join("helper.py"), "X = 1\n");
+    expect(&rx, &mut seen, "helper.py changed: running it again", 30);
+    expect(&rx, &mut seen, "version 2", 60);
+    expect(&rx, &mut seen, "watching", 30);
+    // Files that are not Python (events, logs) do not count.
+    save(&dir.path().join("notes.txt"), "x\n");
+    std::thread::sleep(Duration::from_millis(1000));
+    while let Ok(l) = rx.try_recv() {
+        assert!(!l.contains("running it again"), "{l}");
+    }
+    let st = interrupt(&mut child);
+    assert_eq!(st.code(), Some(0), "the last run's exit code");
+    let text = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap();
+    assert!(
+        text.lines().last().unwrap().contains("\"run_end\""),
+        "{text}"
+    );
+}
+
+#[test]
+fn migrate_watch_checks_again_on_save() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("train.py");
+    std::fs::write(&file, "import torch\nx = torch.zeros(1)\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tpuport"))
+        .current_dir(dir.path())
+        .args(["migrate", "--isolated", "--watch"])
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = lines(&mut child);
+    let mut seen = vec![];
+    expect(&rx, &mut seen, "watching for changes", 30);
+    assert!(
+        !seen.iter().any(|l| l.contains("CUD")),
+        "no findings at first: {seen:?}"
+    );
+    save(&file, "import torch\nx = torch.zeros(1).cuda()\n");
+    expect(&rx, &mut seen, "train.py changed: checking again", 30);
+    expect(&rx, &mut seen, "train.py:2", 30);
+    expect(&rx, &mut seen, "watching for changes", 30);
+    interrupt(&mut child);
+    // --watch never writes.
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "import torch\nx = torch.zeros(1).cuda()\n"
+    );
+}
