@@ -1,7 +1,7 @@
-//! Build script: link the embedded CPython with an rpath to its libpython (so the interpreter
-//! found at build time is the one loaded at run time, not another copy with the same soname),
-//! record its version and location for the runtime's compatibility check, and list the agent's
-//! Python files (`src/runtime/agent/**.py`) for the binary to carry (`$OUT_DIR/agent_files.rs`).
+//! Build script: record the commit the binary is built from (`tpuport --version`: `git rev-parse`
+//! where the sources are a git checkout, else `$TPUPORT_COMMIT`, else "unknown"), and list the
+//! agent's Python files (`src/runtime/agent/**.py`) for the binary to carry
+//! (`$OUT_DIR/agent_files.rs`). No libpython here: the embedded CPython lives in `worker/`.
 
 use std::path::{Path, PathBuf};
 
@@ -9,17 +9,38 @@ use std::path::{Path, PathBuf};
 const AGENT_DIR: &str = "src/runtime/agent";
 
 fn main() {
-    pyo3_build_config::add_libpython_rpath_link_args();
-    let cfg = pyo3_build_config::get();
-    println!(
-        "cargo:rustc-env=TPUPORT_PYTHON_VERSION={}.{}",
-        cfg.version().major,
-        cfg.version().minor
-    );
-    let exe = cfg.executable().unwrap_or_default();
-    println!("cargo:rustc-env=TPUPORT_PYTHON_EXECUTABLE={exe}");
-    println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
+    println!("cargo:rustc-env=TPUPORT_COMMIT={}", commit());
     write_agent_files();
+}
+
+/// The short commit hash; "unknown" outside a checkout.
+fn commit() -> String {
+    println!("cargo:rerun-if-env-changed=TPUPORT_COMMIT");
+    if let Ok(c) = std::env::var("TPUPORT_COMMIT") {
+        return c;
+    }
+    let root = std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo");
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(&root)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let Some(hash) = git(&["rev-parse", "--short=12", "HEAD"]) else {
+        return "unknown".into();
+    };
+    // Rebuild when HEAD moves: a checkout changes HEAD, a commit the branch's ref.
+    if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
+        let dir = Path::new(&root).join(dir);
+        println!("cargo:rerun-if-changed={}", dir.join("HEAD").display());
+        if let Some(r) = git(&["symbolic-ref", "-q", "HEAD"]) {
+            println!("cargo:rerun-if-changed={}", dir.join(r).display());
+        }
+    }
+    hash
 }
 
 /// Write `AGENT_FILES`: `&[(path relative to the agent folder, include_str!(absolute path))]`,

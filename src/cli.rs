@@ -14,6 +14,7 @@ use tpuport::runtime::config::HbmTrack;
 use tpuport::runtime::target::{Mode as RunMode, Precision, TargetRequest};
 
 mod commands;
+mod meta;
 
 #[derive(Parser)]
 #[command(
@@ -69,9 +70,11 @@ enum Command {
     /// with --precision each matmul precision), median step time, peak memory, compiles and host
     /// syncs side by side, and a recommendation with the numbers behind it.
     Tune(TuneArgs),
-    /// (internal) The embedded-Python worker started by `tpuport run`.
-    #[command(name = "__worker", hide = true)]
-    Worker,
+    /// Print a shell completion script: `tpuport completions bash > ~/.local/share/bash-completion/completions/tpuport`
+    /// (zsh: a file `_tpuport` on $fpath; fish: ~/.config/fish/completions/tpuport.fish).
+    Completions(CompletionsArgs),
+    /// Write the man pages (tpuport.1 and one per command, tpuport-migrate.1, ...) into a folder.
+    Man(ManArgs),
 }
 
 #[derive(Args)]
@@ -517,7 +520,7 @@ struct TestRulesArgs {
 }
 
 pub fn run() -> Result<u8> {
-    let cli = Cli::parse();
+    let cli = meta::parse::<Cli>();
     match cli.command {
         Command::Migrate(a) => commands::migrate(a),
         Command::Rule(a) => commands::rule(a),
@@ -529,9 +532,25 @@ pub fn run() -> Result<u8> {
         Command::Tune(a) => commands::tune(a),
         Command::Top(a) => Ok(tpuport::ui::top::run(&a.path)?.clamp(0, 255) as u8),
         Command::Report(a) => commands::report(a),
-        Command::Worker => {
-            let code = tpuport::runtime::worker::main()?;
-            Ok(code.clamp(0, 255) as u8)
-        }
+        Command::Completions(a) => meta::completions::<Cli>(a),
+        Command::Man(a) => meta::man::<Cli>(a),
     }
+}
+
+#[derive(Args)]
+struct CompletionsArgs {
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+#[derive(Args)]
+struct ManArgs {
+    /// The folder to write the pages into (created if needed).
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "DIR",
+        default_value = "man"
+    )]
+    output: PathBuf,
 }

@@ -1,19 +1,14 @@
 //! Which Python environment runs the script, and whether tpuport can embed it.
 //!
 //! The environment is `--python PATH` (an interpreter or a venv folder), else `$VIRTUAL_ENV`,
-//! else the project's own venv made by `scripts/bootstrap`, else `python3` on PATH. tpuport
-//! embeds the CPython it was built with; a venv of that same installation is embedded (through
-//! PyConfig, so its site-packages are used). Anything else (another minor version, another
-//! installation) runs the same agent as `<python> -m tpuport_agent`, and the user is told once.
+//! else the venv tpuport is installed in (a wheel installed with pip), else the project's own venv
+//! made by `scripts/bootstrap`, else `python3` on PATH. Whether it is embedded (a worker built for
+//! its version) or runs as `<python> -m tpuport_agent` is [`super::worker`]'s choice.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
-
-/// The Python tpuport was built against (from build.rs).
-pub const BUILT_VERSION: &str = env!("TPUPORT_PYTHON_VERSION");
-pub const BUILT_EXECUTABLE: &str = env!("TPUPORT_PYTHON_EXECUTABLE");
 
 #[derive(Debug, Clone)]
 pub struct PythonEnv {
@@ -61,6 +56,14 @@ pub fn project_venv() -> Option<PathBuf> {
     p.join("bin/python").exists().then_some(p)
 }
 
+/// The venv whose `bin/` holds the running `tpuport` (`pip install tpuport` into it).
+fn installed_in() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let venv = exe.parent()?.parent()?;
+    (venv.join("pyvenv.cfg").is_file() && venv.join("bin/python").exists())
+        .then(|| venv.to_path_buf())
+}
+
 /// Find the environment to run in.
 pub fn find(explicit: Option<&Path>) -> Result<PythonEnv> {
     if let Some(p) = explicit {
@@ -68,6 +71,9 @@ pub fn find(explicit: Option<&Path>) -> Result<PythonEnv> {
     }
     if let Some(v) = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty()) {
         return describe(Path::new(&v), "$VIRTUAL_ENV");
+    }
+    if let Some(v) = installed_in() {
+        return describe(&v, "the venv tpuport is installed in");
     }
     if let Some(v) = project_venv() {
         return describe(&v, "the project venv (scripts/bootstrap)");
@@ -154,42 +160,6 @@ fn describe(p: &Path, origin: &str) -> Result<PythonEnv> {
     })
 }
 
-/// Embed when the environment is (a venv of) the installation tpuport was built with;
-/// otherwise say why not.
-pub fn choose_runtime(env: &PythonEnv) -> (Runtime, Option<String>) {
-    let built_prefix = Path::new(BUILT_EXECUTABLE)
-        .parent()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let same_prefix =
-        std::fs::canonicalize(&env.base_prefix).ok() == std::fs::canonicalize(&built_prefix).ok();
-    if env.version == BUILT_VERSION && same_prefix {
-        return (Runtime::Embedded, None);
-    }
-    let why = if env.version != BUILT_VERSION {
-        format!(
-            "Python {} differs from the Python {BUILT_VERSION} tpuport was built with",
-            env.version
-        )
-    } else {
-        format!(
-            "it is based on {}, not on the Python tpuport was built with ({})",
-            env.base_prefix.display(),
-            built_prefix.display()
-        )
-    };
-    (
-        Runtime::Subprocess,
-        Some(format!(
-            "{} ({}): {why}, so the agent runs as `{} -m tpuport_agent` (same events and features)",
-            env.python.display(),
-            env.origin,
-            env.python.display()
-        )),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,11 +178,10 @@ mod tests {
         assert_eq!(env.version, "3.12");
         assert_eq!(env.base_prefix, PathBuf::from("/opt/py/3.12.1"));
         assert!(env.site_packages[0].ends_with("lib/python3.12/site-packages"));
-        let (rt, why) = choose_runtime(&env);
-        if BUILT_VERSION != "3.12" {
-            assert_eq!(rt, Runtime::Subprocess);
-            assert!(why.unwrap().contains("-m tpuport_agent"));
-        }
+        // No /opt/py here: no libpython to embed.
+        let (rt, _, why) = super::super::worker::choose(&env);
+        assert_eq!(rt, Runtime::Subprocess);
+        assert!(why.unwrap().contains("no shared libpython3.12"));
     }
 
     #[test]

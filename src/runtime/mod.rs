@@ -1,9 +1,10 @@
 //! `tpuport run`: run a (ported) script under a chosen target, eager mode and precision, and
 //! stream what happens in it as events.
 //!
-//! The parent ([`launcher`]) has no Python in it; it spawns a child: the same binary's hidden
-//! `__worker` command, which embeds CPython ([`worker`]), or `<python> -m tpuport_agent` when the
-//! environment's Python differs from the one tpuport was built with ([`interpreter`]). Either way
+//! The parent ([`launcher`]) has no Python in it, and `tpuport` links no libpython; it spawns a
+//! child: `tpuport-worker` (the `worker/` crate), which embeds the environment's CPython, or
+//! `<python> -m tpuport_agent` where no worker fits ([`worker`] chooses; [`interpreter`] finds
+//! the environment). Either way
 //! the child runs the agent (the Python package in `src/runtime/agent/`, shipped inside the
 //! binary and written to a cache folder), which runs the script as `__main__` and writes events
 //! to a pipe. [`detect`] looks for a TPU, [`target`] decides where the script runs and how
@@ -83,7 +84,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
     let tpus = detect::scan_tpus(Path::new("/sys"), Path::new("/dev"));
     let installed = detect::torch_tpu_installed(&env.site_packages);
     let plan = target::plan(&opts.request, &tpus, installed)?;
-    let (mut runtime, why) = interpreter::choose_runtime(&env);
+    let (mut runtime, worker, why) = worker::choose(&env);
     let mut notes = plan.notes.clone();
     if let Some(w) = why {
         notes.push(w);
@@ -147,10 +148,9 @@ pub fn run(opts: RunOptions) -> Result<i32> {
                 "TPUPORT_AGENT_DIR".into(),
                 Some(agent_dir.display().to_string()),
             );
-            (
-                std::env::current_exe().context("cannot locate the tpuport binary")?,
-                vec!["__worker".to_string()],
-            )
+            let worker = worker.context("the embedded runtime without a worker")?;
+            env_vars.insert("LD_LIBRARY_PATH".into(), Some(worker.ld_library_path()));
+            (worker.exe, vec![])
         }
         Runtime::Subprocess => {
             let mut pp = agent_dir.display().to_string();

@@ -13,6 +13,7 @@ mod config;
 mod examples;
 mod fixtures;
 mod notebook;
+mod packaging;
 mod report;
 mod run;
 mod sarif;
