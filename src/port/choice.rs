@@ -6,7 +6,7 @@
 //! A finding of a later round continues a finding of the round before when it has the same
 //! rule and sits where that one's range went (or inside the code an applied edit rewrote around
 //! it, for a nested finding): it takes over that one's origin and decision. A finding that
-//! continues none was revealed by the accepted fixes (only they changed the text) and follows
+//! continues none, or continues one that had no fix on offer, was revealed by the accepted fixes (only they changed the text) and follows
 //! them: it is applied. With every finding accepted the loop runs exactly as `--write`'s.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,6 +15,7 @@ use ruff_text_size::{TextRange, TextSize};
 
 use super::diagnostic::Diagnostic;
 use super::edit::{Edit, Fix};
+use super::rules::FixClass;
 
 /// What a person chose for a file's findings (indices into `Outcome::diagnostics`).
 #[derive(Debug, Clone, Default)]
@@ -144,10 +145,17 @@ pub struct Follow {
 }
 
 impl Follow {
-    pub fn new(n: usize, choices: &Choices) -> Follow {
+    /// A finding with no fix on offer at the trust level `required` is no one's choice: once a
+    /// fix rewrites around it and it gets one, it follows that fix.
+    pub fn new(diags: &[Diagnostic], choices: &Choices, required: FixClass) -> Follow {
         Follow {
-            now: (0..n)
-                .map(|i| (Some(i), choices.accepted.contains(&i)))
+            now: diags
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let offered = d.fix.as_ref().is_some_and(|f| f.applies(required));
+                    (Some(i), !offered || choices.accepted.contains(&i))
+                })
                 .collect(),
             applied: BTreeSet::new(),
         }

@@ -249,7 +249,7 @@ pub fn migrate_chosen(
 
     let mut text = source.to_string();
     let mut diags = diagnostics.clone();
-    let mut follow = choices.map(|c| choice::Follow::new(diags.len(), c));
+    let mut follow = choices.map(|c| choice::Follow::new(&diags, c, required));
     for (i, f) in choices.iter().flat_map(|c| &c.replaced) {
         if let Some(d) = diags.get_mut(*i) {
             d.fix = Some(f.clone());

@@ -14,6 +14,7 @@ mod examples;
 mod fixtures;
 mod notebook;
 mod report;
+mod review;
 mod run;
 mod sarif;
 mod sim;

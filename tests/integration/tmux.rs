@@ -471,3 +471,62 @@ fn migrate_progress_bar_is_cleared() {
         &bytes[..bytes.len().min(400)]
     );
 }
+
+/// `tpuport migrate -i` in a real terminal: accept the first fix (DEV016), skip the second
+/// (CUD007), accept the third (DEV006); the file then has the first and third fixes only, and the
+/// summary says so. No Python needed.
+#[test]
+fn review_screen_accepts_one_fix_and_skips_another() {
+    if !have_tmux() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("train.py");
+    std::fs::copy(repo().join("tests/data/review.py"), &script).unwrap();
+    let t = start("review");
+    let line = format!(
+        "cd {} && {} migrate -i --isolated train.py; echo exit=$?",
+        dir.path().display(),
+        env!("CARGO_BIN_EXE_tpuport"),
+    );
+    t.send(&[&line, "Enter"]);
+    let s = t.wait("the first fix", 30, |s| s.contains("fix 1 of 3"));
+    assert!(s.contains("train.py:3:27") && s.contains("DEV016"), "{s}");
+    assert!(s.contains("+x = torch.zeros(3, device=\"tpu\")"), "{s}");
+    assert!(s.contains("Rule DEV016"), "the rule's doc is shown:\n{s}");
+    t.send(&["y"]);
+    let s = t.wait("the second fix", 10, |s| s.contains("fix 2 of 3"));
+    assert!(s.contains("CUD007") && s.contains("accepted 1"), "{s}");
+    assert!(s.contains("+torch.accelerator.synchronize()"), "{s}");
+    t.send(&["n"]);
+    let s = t.wait("the third fix", 10, |s| s.contains("fix 3 of 3"));
+    assert!(s.contains("DEV006") && s.contains("skipped 1"), "{s}");
+    t.send(&["?"]);
+    t.wait("the help", 10, |s| s.contains("Keys (any key closes)"));
+    t.send(&["?"]);
+    t.wait("the help to close", 10, |s| {
+        !s.contains("Keys (any key closes)")
+    });
+    t.send(&["y"]);
+    let s = t.wait("the summary and the prompt", 30, |s| {
+        s.contains("exit=") && s.trim_end().ends_with("READY$")
+    });
+    assert!(s.contains("1 changed (train.py)"), "{s}");
+    assert!(
+        s.contains("fixes accepted: 2  (DEV006 ×1, DEV016 ×1)"),
+        "{s}"
+    );
+    assert!(s.contains("fixes skipped: 1  (CUD007 ×1)"), "{s}");
+    assert!(s.contains("exit=1"), "a skipped fix is left: {s}");
+    assert!(!s.contains("fix 3 of 3"), "the review screen is gone:\n{s}");
+    assert_eq!(
+        std::fs::read_to_string(&script).unwrap(),
+        "import torch\n\nx = torch.zeros(3, device=\"tpu\")\ntorch.cuda.synchronize()\ny = x.to(\"tpu\")\n"
+    );
+    // No temp file left beside it.
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+}
