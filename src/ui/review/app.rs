@@ -13,7 +13,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("A", "accept this and every remaining fix of this rule"),
     ("e", "edit the fixed lines in $EDITOR (then accepted)"),
     ("↑ ↓ PgUp PgDn", "scroll the rule's documentation"),
-    ("q", "quit: write the fixes accepted so far, skip the rest"),
+    (
+        "q Esc",
+        "quit: write the fixes accepted so far, skip the rest",
+    ),
     ("?", "this help"),
 ];
 
