@@ -6,8 +6,9 @@
 //! A finding of a later round continues a finding of the round before when it has the same
 //! rule and sits where that one's range went (or inside the code an applied edit rewrote around
 //! it, for a nested finding): it takes over that one's origin and decision. A finding that
-//! continues none, or continues one that had no fix on offer, was revealed by the accepted fixes (only they changed the text) and follows
-//! them: it is applied. With every finding accepted the loop runs exactly as `--write`'s.
+//! continues none was revealed by the accepted fixes (only they changed the text), and one that
+//! continues a finding with no fix on offer got its fix from them: both follow those fixes and
+//! are applied. With every finding accepted the loop runs as `--write`'s (the tests compare).
 
 use std::collections::{BTreeMap, BTreeSet};
 

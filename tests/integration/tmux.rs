@@ -1,9 +1,10 @@
 //! The dashboard in a real terminal: `tpuport run` under tmux (send-keys, capture-pane) shows
 //! the step counter advancing, freezes, asks before quitting a running script, stops it, and
 //! gives back a terminal where the shell prompt works; `tpuport top` follows a file as another
-//! process appends to it. Without tmux the tests skip, saying so on stderr, except under CI
-//! (`CI` set) or with `TPUPORT_REQUIRE_TMUX=1`, where they fail. Each test uses its own tmux
-//! server (`-L`), killed at the end even on failure.
+//! process appends to it; `tpuport migrate -i` accepts, skips and edits fixes, and the file on
+//! disk has exactly the accepted ones. Without tmux the tests skip, saying so on stderr, except
+//! under CI (`CI` set) or with `TPUPORT_REQUIRE_TMUX=1`, where they fail. Each test uses its own
+//! tmux server (`-L`), killed at the end even on failure.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -529,4 +530,41 @@ fn review_screen_accepts_one_fix_and_skips_another() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names.len(), 1, "{names:?}");
+}
+
+/// `e` leaves the screen for `$EDITOR` (here a `sed` that appends a comment to the fixed line),
+/// comes back, and the edit is what is written; `q` then skips the rest.
+#[test]
+fn review_screen_edits_a_fix_and_quits() {
+    if !have_tmux() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("train.py");
+    std::fs::copy(repo().join("tests/data/review.py"), &script).unwrap();
+    let t = start("review-edit");
+    let line = format!(
+        "cd {} && EDITOR='sed -i \"s/)$/)  # edited/\"' {} migrate -i --isolated train.py; echo exit=$?",
+        dir.path().display(),
+        env!("CARGO_BIN_EXE_tpuport"),
+    );
+    t.send(&[&line, "Enter"]);
+    t.wait("the first fix", 30, |s| s.contains("fix 1 of 3"));
+    t.send(&["n"]);
+    t.wait("the second fix", 10, |s| s.contains("fix 2 of 3"));
+    t.send(&["e"]);
+    let s = t.wait("the third fix, after the edit", 10, |s| {
+        s.contains("fix 3 of 3")
+    });
+    assert!(s.contains("fix 2 edited and accepted"), "{s}");
+    t.send(&["q"]);
+    let s = t.wait("the summary", 30, |s| {
+        s.contains("exit=") && s.trim_end().ends_with("READY$")
+    });
+    assert!(s.contains("review ended with q"), "{s}");
+    assert!(s.contains("fixes accepted: 1  (CUD007 ×1)"), "{s}");
+    assert_eq!(
+        std::fs::read_to_string(&script).unwrap(),
+        "import torch\n\nx = torch.zeros(3, device=\"cuda\")\ntorch.accelerator.synchronize()  # edited\ny = x.cuda()\n"
+    );
 }
