@@ -426,6 +426,10 @@ struct MigrateArgs {
     /// Print only the unified diff (a patch for `git apply`), no diagnostics.
     #[arg(long)]
     diff: bool,
+    /// Review each fix `--write` would apply on a screen (accept, skip, edit), then write the
+    /// accepted ones (atomically). Needs a terminal.
+    #[arg(short, long, conflicts_with_all = ["write", "check", "diff", "statistics"])]
+    interactive: bool,
     /// Also apply fixes that may change behaviour (review the diff!).
     #[arg(long, overrides_with = "no_unsafe_fixes")]
     unsafe_fixes: bool,
@@ -471,7 +475,7 @@ struct MigrateArgs {
     threads: Option<usize>,
     /// Check again whenever a Python file under the paths changes (debounced), until Ctrl-C;
     /// findings only: it never writes.
-    #[arg(long, conflicts_with = "write")]
+    #[arg(long, conflicts_with_all = ["write", "interactive"])]
     watch: bool,
 }
 

@@ -250,6 +250,9 @@ pub(super) fn migrate(a: MigrateArgs) -> Result<u8> {
             "--statistics prints a table, as text or JSON: drop --output-format sarif/github, or use --output-format json"
         );
     }
+    if a.interactive && !matches!(a.output_format, OutputFormat::Text) {
+        bail!("-i/--interactive shows a review screen: drop --output-format");
+    }
     use tpuport::port::config;
     let loaded = config::discover(a.config.as_deref(), a.isolated, &a.paths)?;
     let overrides = config::Overrides {
@@ -288,7 +291,11 @@ pub(super) fn migrate(a: MigrateArgs) -> Result<u8> {
         statistics: a.statistics,
         exclude: settled.exclude,
     };
-    let code = driver::run(&rules, &opts)?;
+    let code = if a.interactive {
+        tpuport::ui::review::run(&rules, &opts)?
+    } else {
+        driver::run(&rules, &opts)?
+    };
     if a.watch {
         watch_migrate(&rules, &opts)?;
     }

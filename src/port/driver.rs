@@ -212,7 +212,7 @@ fn process(path: &Path, rules: &RuleSet, index: &RuleIndex, opts: &Options) -> F
     if notebook::is_notebook(path) {
         return notebook_report(path, &display, &source, rules, index, opts);
     }
-    let outcome = migrate_source_at(&source.text, Some(path), rules, index, opts.settings);
+    let outcome = migrate_text(path, &source, rules, index, opts);
     let required = opts.settings.required();
     report
         .issues
@@ -275,8 +275,20 @@ fn process(path: &Path, rules: &RuleSet, index: &RuleIndex, opts: &Options) -> F
     report
 }
 
+/// The one migration of a Python file's text, for every mode (`migrate -i` offers the fixes
+/// of this outcome and re-runs it with the person's choice, see [`super::review`]).
+pub(crate) fn migrate_text(
+    path: &Path,
+    source: &files::Source,
+    rules: &RuleSet,
+    index: &RuleIndex,
+    opts: &Options,
+) -> Outcome {
+    migrate_source_at(&source.text, Some(path), rules, index, opts.settings)
+}
+
 /// Write a file's new text (with its BOM back); the issue if that failed.
-fn write_output(path: &Path, bom: bool, new: &str) -> Option<FileIssue> {
+pub(crate) fn write_output(path: &Path, bom: bool, new: &str) -> Option<FileIssue> {
     let mut bytes = Vec::with_capacity(new.len() + 3);
     if bom {
         bytes.extend_from_slice(b"\xEF\xBB\xBF");

@@ -18,15 +18,18 @@
 //!   `tpuport rule`;
 //! - [`check`]: the walk that matches rules and turns each match into a [`Diagnostic`] with its
 //!   fix, using [`template`] for replacement text;
-//! - [`edit`]: edits and fixes, applying them, deleting statements; [`imports`]: adding,
+//! - [`edit`]: edits and fixes, applying them, deleting statements; [`choice`]: a person's
+//!   choice among them (`migrate -i`), followed through the fix loop; [`imports`]: adding,
 //!   removing and retiring imports; [`helpers`]: the `_tpuport_*` functions a fix may call;
 //! - [`render`]: diagnostics and diffs for people and JSON; [`files`] and [`driver`]: walking
 //!   the paths, reading and writing files, the summary; [`progress`]: the bar on stderr while
 //!   they run; [`tally`]: following findings through the fix loop for `--statistics`;
 //!   [`notebook`]: Jupyter notebooks (code cells as one module, IPython lines masked, the JSON
-//!   layout kept).
+//!   layout kept); [`review`]: the data of `migrate -i` (the fixes on offer, a fix's own diff,
+//!   the result of a choice; the screen is `ui::review`).
 
 pub mod check;
+pub mod choice;
 pub mod config;
 pub mod diagnostic;
 pub mod driver;
@@ -44,6 +47,7 @@ pub mod notebook;
 pub mod parse;
 pub mod progress;
 pub mod render;
+pub mod review;
 pub mod rules;
 pub mod sarif;
 pub mod semantic;
@@ -178,12 +182,28 @@ pub fn migrate_source_at(
     index: &RuleIndex,
     settings: Settings,
 ) -> Outcome {
+    migrate_chosen(source, path, rules, index, settings, None).0
+}
+
+/// [`migrate_source_at`] with a person's [`choice::Choices`] (`migrate -i`): only the fixes
+/// of accepted findings (and what they reveal) are applied, an edited fix replaces its original.
+/// Also returns the original findings whose fix was applied (empty if the file was left as it
+/// was). With `None`, every fix that applies at the trust level goes in, as for `--write`.
+pub fn migrate_chosen(
+    source: &str,
+    path: Option<&std::path::Path>,
+    rules: &RuleSet,
+    index: &RuleIndex,
+    settings: Settings,
+    choices: Option<&choice::Choices>,
+) -> (Outcome, std::collections::BTreeSet<usize>) {
     let active = index.active(source);
     if !active.iter().any(|a| *a) && !source.contains("def _tpuport_") {
-        return Outcome {
+        let out = Outcome {
             skipped: true,
             ..Outcome::default()
         };
+        return (out, Default::default());
     }
     let required = settings.required();
     let parsed = parse::parse(source);
@@ -194,10 +214,11 @@ pub fn migrate_source_at(
         None
     };
     if exempt == Some(noqa::Codes::All) {
-        return Outcome {
+        let out = Outcome {
             ignored: true,
             ..Outcome::default()
         };
+        return (out, Default::default());
     }
     let sem = Semantic::build(&parsed.module);
     // What the file uses is only collected when an active rule asks about it.
@@ -228,6 +249,12 @@ pub fn migrate_source_at(
 
     let mut text = source.to_string();
     let mut diags = diagnostics.clone();
+    let mut follow = choices.map(|c| choice::Follow::new(&diags, c, required));
+    for (i, f) in choices.iter().flat_map(|c| &c.replaced) {
+        if let Some(d) = diags.get_mut(*i) {
+            d.fix = Some(f.clone());
+        }
+    }
     let mut applied_ids: Vec<usize> = vec![];
     let mut tally = tally::Tally::default();
     let mut converged = false;
@@ -239,6 +266,7 @@ pub fn migrate_source_at(
                 d.fix
                     .as_ref()
                     .filter(|f| f.applies(required))
+                    .filter(|_| follow.as_ref().is_none_or(|c| c.allows(i)))
                     .map(|f| (i, f))
             })
             .collect();
@@ -260,8 +288,20 @@ pub fn migrate_source_at(
         }
         roots.sort();
         roots.dedup();
+        let mut shift = follow.as_ref().map(|_| {
+            choice::Shift::edits(
+                applied
+                    .iter()
+                    .filter_map(|i| diags[*i].fix.as_ref())
+                    .flat_map(|f| &f.edits),
+            )
+        });
         if !roots.is_empty() {
-            new = imports::add_imports(&new, &roots);
+            let fixed = new;
+            new = imports::add_imports(&fixed, &roots);
+            if let Some(s) = &mut shift {
+                s.then_text(&fixed, &new);
+            }
         }
         let parsed = parse::parse(&new);
         let sem = Semantic::build(&parsed.module);
@@ -273,6 +313,9 @@ pub fn migrate_source_at(
             .filter(|(i, _)| !applied.contains(i))
             .map(|(_, d)| d);
         tally.step(not_fixed, &next);
+        if let (Some(f), Some(s)) = (&mut follow, &shift) {
+            f.step(&diags, &applied, s, &next);
+        }
         text = new;
         diags = next;
     }
@@ -335,6 +378,7 @@ pub fn migrate_source_at(
             )
         });
         out.applied.clear();
+        follow = None;
         retired = 0;
         tally = tally::Tally::default();
         text = source.to_string();
@@ -374,7 +418,7 @@ pub fn migrate_source_at(
     if text != source {
         out.output = Some(text);
     }
-    out
+    (out, follow.map(|f| f.applied).unwrap_or_default())
 }
 
 #[cfg(test)]

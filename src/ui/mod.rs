@@ -9,11 +9,14 @@
 //!   neither; [`format`] writes its numbers.
 //! - Driving: [`terminal`] takes the terminal over and restores it, [`live`] runs the dashboard
 //!   for `tpuport run` (as the runtime's observer) and [`top`] for `tpuport top` over events files.
+//! - [`review`]: `tpuport migrate -i`, the review screen of proposed fixes (its own state, widgets
+//!   and loop; its data comes from [`crate::port::review`]).
 
 pub mod app;
 pub mod draw;
 pub mod format;
 pub mod keys;
 pub mod live;
+pub mod review;
 pub mod terminal;
 pub mod top;

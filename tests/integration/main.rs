@@ -15,6 +15,7 @@ mod fixtures;
 mod notebook;
 mod packaging;
 mod report;
+mod review;
 mod run;
 mod sarif;
 mod sim;

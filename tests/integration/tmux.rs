@@ -1,21 +1,22 @@
 //! The dashboard in a real terminal: `tpuport run` under tmux (send-keys, capture-pane) shows
 //! the step counter advancing, freezes, asks before quitting a running script, stops it, and
 //! gives back a terminal where the shell prompt works; `tpuport top` follows a file as another
-//! process appends to it. Without tmux the tests skip, saying so on stderr, except under CI
-//! (`CI` set) or with `TPUPORT_REQUIRE_TMUX=1`, where they fail. Each test uses its own tmux
-//! server (`-L`), killed at the end even on failure.
+//! process appends to it; `tpuport migrate -i` accepts, skips and edits fixes, and the file on
+//! disk has exactly the accepted ones. Without tmux the tests skip, saying so on stderr, except
+//! under CI (`CI` set) or with `TPUPORT_REQUIRE_TMUX=1`, where they fail. Each test uses its own
+//! tmux server (`-L`), killed at the end even on failure.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-struct Tmux {
+pub(crate) struct Tmux {
     socket: String,
 }
 
 impl Tmux {
-    fn cmd(&self, args: &[&str]) -> String {
+    pub(crate) fn cmd(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")
             .arg("-L")
             .arg(&self.socket)
@@ -25,18 +26,18 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).to_string()
     }
 
-    fn send(&self, keys: &[&str]) {
+    pub(crate) fn send(&self, keys: &[&str]) {
         let mut a = vec!["send-keys", "-t", "t"];
         a.extend_from_slice(keys);
         self.cmd(&a);
     }
 
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         self.cmd(&["capture-pane", "-p", "-t", "t"])
     }
 
     /// Wait until the screen satisfies `f`; panic with the screen after `secs`.
-    fn wait(&self, what: &str, secs: u64, f: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait(&self, what: &str, secs: u64, f: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
         loop {
             let s = self.screen();
@@ -95,7 +96,7 @@ fn step_on(screen: &str) -> Option<u64> {
 /// Whether tmux is installed. When it is not, the test fails under CI (`CI` set, and not to
 /// `false` or `0`) or with `TPUPORT_REQUIRE_TMUX=1`; elsewhere it skips, saying so on the real
 /// stderr (`eprintln!` would be captured by the test harness and never shown).
-fn have_tmux() -> bool {
+pub(crate) fn have_tmux() -> bool {
     if Command::new("tmux").arg("-V").output().is_ok() {
         return true;
     }
@@ -114,7 +115,7 @@ fn have_tmux() -> bool {
 }
 
 /// A tmux server of our own with a shell whose prompt is `READY$`.
-fn start(name: &str) -> Tmux {
+pub(crate) fn start(name: &str) -> Tmux {
     let t = Tmux {
         socket: format!("tpuport-{name}-{}", std::process::id()),
     };

@@ -30,6 +30,7 @@ fn lines(child: &mut Child) -> mpsc::Receiver<String> {
 }
 
 /// Wait (at most `secs`) for a line containing `needle`; the lines seen so far on failure.
+#[track_caller]
 fn expect(rx: &mpsc::Receiver<String>, seen: &mut Vec<String>, needle: &str, secs: u64) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < deadline {
@@ -95,15 +96,15 @@ fn run_watch_reruns_the_script_when_it_changes() {
     let mut seen = vec![];
     expect(&rx, &mut seen, "version 1", 60);
     save(&script, "print('version 2', flush=True)\n");
-    expect(&rx, &mut seen, "a file changed: stopping the script", 30);
-    expect(&rx, &mut seen, "train.py changed: running it again", 30);
+    expect(&rx, &mut seen, "a file changed: stopping the script", 60);
+    expect(&rx, &mut seen, "train.py changed: running it again", 60);
     expect(&rx, &mut seen, "version 2", 60);
-    expect(&rx, &mut seen, "watching", 30);
+    expect(&rx, &mut seen, "watching", 60);
     // After it ended: a change of another Python file in the folder runs it again.
     save(&dir.path().join("helper.py"), "X = 1\n");
-    expect(&rx, &mut seen, "helper.py changed: running it again", 30);
+    expect(&rx, &mut seen, "helper.py changed: running it again", 60);
     expect(&rx, &mut seen, "version 2", 60);
-    expect(&rx, &mut seen, "watching", 30);
+    expect(&rx, &mut seen, "watching", 60);
     // Files that are not Python (events, logs) do not count.
     save(&dir.path().join("notes.txt"), "x\n");
     std::thread::sleep(Duration::from_millis(1000));
@@ -135,15 +136,15 @@ fn migrate_watch_checks_again_on_save() {
         .unwrap();
     let rx = lines(&mut child);
     let mut seen = vec![];
-    expect(&rx, &mut seen, "watching for changes", 30);
+    expect(&rx, &mut seen, "watching for changes", 60);
     assert!(
         !seen.iter().any(|l| l.contains("CUD")),
         "no findings at first: {seen:?}"
     );
     save(&file, "import torch\nx = torch.zeros(1).cuda()\n");
-    expect(&rx, &mut seen, "train.py changed: checking again", 30);
-    expect(&rx, &mut seen, "train.py:2", 30);
-    expect(&rx, &mut seen, "watching for changes", 30);
+    expect(&rx, &mut seen, "train.py changed: checking again", 60);
+    expect(&rx, &mut seen, "train.py:2", 60);
+    expect(&rx, &mut seen, "watching for changes", 60);
     interrupt(&mut child);
     // --watch never writes.
     assert_eq!(

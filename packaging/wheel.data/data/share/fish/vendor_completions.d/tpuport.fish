@@ -52,6 +52,7 @@ complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -s j -l threads
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -s w -l write -d 'Write the fixes back to the files (atomically; permissions kept)'
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l check -d 'Report only; exit 1 if anything would change or a diagnostic is reported'
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l diff -d 'Print only the unified diff (a patch for `git apply`), no diagnostics'
+complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -s i -l interactive -d 'Review each fix `--write` would apply on a screen (accept, skip, edit), then write the accepted ones (atomically). Needs a terminal'
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l unsafe-fixes -d 'Also apply fixes that may change behaviour (review the diff!)'
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l no-unsafe-fixes -d 'Do not apply unsafe fixes, whatever the configuration file says'
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l isolated -d 'Read no configuration file: only the command line counts'
