@@ -45,7 +45,10 @@ fn long_version() -> String {
 
 pub(crate) fn completions<C: clap::CommandFactory>(a: crate::cli::CompletionsArgs) -> Result<u8> {
     let mut cmd = C::command();
-    clap_complete::generate(a.shell, &mut cmd, "tpuport", &mut std::io::stdout());
+    // Into a buffer first: clap_complete panics on a write error (`| head` closing the pipe).
+    let mut out = vec![];
+    clap_complete::generate(a.shell, &mut cmd, "tpuport", &mut out);
+    std::io::Write::write_all(&mut std::io::stdout().lock(), &out)?;
     Ok(0)
 }
 
