@@ -64,14 +64,7 @@ pub fn losses(rows: &[LossRow]) -> Result<String> {
             .map_err(err)?
             .label("port (sim, TPU precision)")
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], b.stroke_width(2)));
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 14))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(err)?;
+        crate::profile::charts::legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(err)?;
         root.present().map_err(err)?;
     }
     Ok(out)
@@ -148,14 +141,7 @@ pub fn hbm(fit: &[ChipFit]) -> Result<String> {
                     });
             }
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 14))
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(err)?;
+        crate::profile::charts::legend(&mut chart, SeriesLabelPosition::UpperLeft).map_err(err)?;
         root.present().map_err(err)?;
     }
     Ok(out)

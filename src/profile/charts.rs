@@ -175,6 +175,20 @@ pub fn compiles(runs: &[(&str, &Aggregator)]) -> ChartSpec {
     }
 }
 
+/// The legend as every chart of tpuport draws it: framed, on a light background.
+pub fn legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    at: SeriesLabelPosition,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .position(at)
+        .draw()
+}
+
 /// A chart that draws itself on any plotters backend (SVG or bitmap).
 pub trait Drawable {
     fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<()>
@@ -280,14 +294,7 @@ impl Drawable for StackedSpec {
                     Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
                 });
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 14))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(err)?;
         root.present().map_err(err)?;
         Ok(())
     }
@@ -345,14 +352,7 @@ where
             PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
         });
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .position(spec.legend.clone())
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart, spec.legend.clone()).map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
 }

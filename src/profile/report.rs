@@ -177,17 +177,7 @@ pub fn markdown(runs: &[Run], charts: &[(&str, &str)]) -> String {
         }
     }
     let _ = writeln!(o);
-    let mut header = String::from("| |");
-    let mut rule = String::from("| --- |");
-    for r in runs {
-        let _ = write!(header, " {} |", r.label);
-        rule.push_str(" ---: |");
-    }
-    if two {
-        header.push_str(" B/A |");
-        rule.push_str(" ---: |");
-    }
-    let _ = writeln!(o, "{header}\n{rule}");
+    table_head(&mut o, "", runs);
     let mut row = |name: &str, cells: Vec<String>, r: Option<String>| {
         let _ = write!(o, "| {name} |");
         for c in cells {
@@ -270,6 +260,25 @@ pub fn markdown(runs: &[Run], charts: &[(&str, &str)]) -> String {
     o
 }
 
+/// A table's header and rule: a column per run, and B/A for two.
+fn table_head(o: &mut String, first: &str, runs: &[Run]) {
+    let mut header = if first.is_empty() {
+        "| |".to_string()
+    } else {
+        format!("| {first} |")
+    };
+    let mut rule = String::from("| --- |");
+    for r in runs {
+        let _ = write!(header, " {} |", r.label);
+        rule.push_str(" ---: |");
+    }
+    if runs.len() == 2 {
+        header.push_str(" B/A |");
+        rule.push_str(" ---: |");
+    }
+    let _ = writeln!(o, "{header}\n{rule}");
+}
+
 /// `## Where the step goes`: ms per step in each phase for each run (and B/A), when any run
 /// measured its phases.
 fn breakdown_section(o: &mut String, runs: &[Run]) {
@@ -279,17 +288,7 @@ fn breakdown_section(o: &mut String, runs: &[Run]) {
     }
     let two = runs.len() == 2;
     let _ = writeln!(o, "\n## Where the step goes\n");
-    let mut header = String::from("| phase |");
-    let mut rule = String::from("| --- |");
-    for r in runs {
-        let _ = write!(header, " {} |", r.label);
-        rule.push_str(" ---: |");
-    }
-    if two {
-        header.push_str(" B/A |");
-        rule.push_str(" ---: |");
-    }
-    let _ = writeln!(o, "{header}\n{rule}");
+    table_head(o, "phase", runs);
     for (p, name) in PHASES.iter().enumerate() {
         let _ = write!(o, "| {name} |");
         for x in &b {

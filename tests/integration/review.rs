@@ -257,18 +257,7 @@ fn review_screen() {
     let file = &plan.files[p.file];
     let diff = r.preview(file, p.diag, None);
     let doc = r.doc(&p.rule);
-    let view = View {
-        path: &file.display,
-        line: p.line,
-        column: p.column,
-        rule: &p.rule,
-        title: &p.title,
-        message: &p.message,
-        unsafe_fix: p.unsafe_fix,
-        diff: &diff,
-        doc: &doc,
-        edited: false,
-    };
+    let view = View::of(&plan, p, &diff, &doc, false);
     let mut t = Terminal::new(TestBackend::new(100, 32)).unwrap();
     t.draw(|f| draw(f, &app, &view)).unwrap();
     insta::assert_snapshot!(format!("{}", t.backend()));

@@ -2,6 +2,7 @@
 //! place, rule and message, the diff of this one fix, the rule's documentation (scrolled), the
 //! key line, and the help popup. Reads the state and the [`View`], changes neither.
 
+use crate::port::review::{Plan, Proposal};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style};
@@ -25,6 +26,24 @@ pub struct View<'a> {
     pub doc: &'a str,
     /// Whether the person edited this fix.
     pub edited: bool,
+}
+
+impl<'a> View<'a> {
+    /// The screen's view of proposal `p` of `plan`, with its diff and rule doc.
+    pub fn of(plan: &'a Plan, p: &'a Proposal, diff: &'a str, doc: &'a str, edited: bool) -> Self {
+        View {
+            path: &plan.files[p.file].display,
+            line: p.line,
+            column: p.column,
+            rule: &p.rule,
+            title: &p.title,
+            message: &p.message,
+            unsafe_fix: p.unsafe_fix,
+            diff,
+            doc,
+            edited,
+        }
+    }
 }
 
 pub fn draw(f: &mut Frame, app: &Review, v: &View) {

@@ -80,18 +80,7 @@ fn screen(
         let doc = docs
             .entry(p.rule.clone())
             .or_insert_with(|| reviewer.doc(&p.rule));
-        let view = View {
-            path: &file.display,
-            line: p.line,
-            column: p.column,
-            rule: &p.rule,
-            title: &p.title,
-            message: &p.message,
-            unsafe_fix: p.unsafe_fix,
-            diff,
-            doc,
-            edited: edited.contains_key(&i),
-        };
+        let view = View::of(plan, p, diff, doc, edited.contains_key(&i));
         guard.terminal.draw(|f| draw::draw(f, app, &view))?;
         let key = match event::read().context("cannot read the keyboard")? {
             Event::Key(k) if k.kind != KeyEventKind::Release => k,
