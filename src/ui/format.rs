@@ -10,6 +10,31 @@ pub fn short_path(p: &str) -> String {
     }
 }
 
+/// A path in at most `width` characters: whole when it fits, else its leading folders folded
+/// into `…` (`…/scripts/train.py`), keeping at least the file name.
+pub fn fit_path(p: &str, width: usize) -> String {
+    let n = p.chars().count();
+    if n <= width {
+        return p.to_string();
+    }
+    let name = short_path(p);
+    // The longest tail of whole folders that fits after "…/".
+    let mut tail = name.clone();
+    let mut rest = p
+        .strip_suffix(name.as_str())
+        .unwrap_or("")
+        .trim_end_matches('/');
+    while let Some((head, dir)) = rest.rsplit_once('/') {
+        let longer = format!("{dir}/{tail}");
+        if longer.chars().count() + 2 > width {
+            break;
+        }
+        tail = longer;
+        rest = head;
+    }
+    format!("…/{tail}")
+}
+
 /// A time in seconds: `1.25 s` from one second up, else `3.1 ms`.
 pub fn ms(s: f64) -> String {
     if s >= 1.0 {
@@ -53,6 +78,15 @@ mod tests {
     fn formats() {
         assert_eq!(short_path("/a/b/train.py"), "train.py");
         assert_eq!(short_path("train.py"), "train.py");
+        assert_eq!(fit_path("/a/b/train.py", 40), "/a/b/train.py");
+        assert_eq!(
+            fit_path("/tmp/long/tests/scripts/train.py", 20),
+            "…/scripts/train.py"
+        );
+        assert_eq!(
+            fit_path("/tmp/long/tests/scripts/train.py", 5),
+            "…/train.py"
+        );
         assert_eq!(ms(0.0031), "3.1 ms");
         assert_eq!(ms(1.25), "1.25 s");
         assert_eq!(rate(950.4), "950");

@@ -10,7 +10,7 @@ use ratatui::widgets::{Block, Borders, Paragraph};
 use super::Context;
 use crate::profile::aggregate::Aggregator;
 use crate::ui::app::App;
-use crate::ui::format::duration;
+use crate::ui::format::{duration, fit_path};
 
 /// The run's status and its colour.
 fn status_of(app: &App, agg: &Aggregator) -> (String, Color) {
@@ -36,7 +36,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, agg: &Aggregator, ctx: &Contex
     let label = Style::new().fg(Color::DarkGray);
     let mut first = vec![
         Span::styled("tpuport ", Style::new().bold().fg(Color::Cyan)),
-        Span::styled(get(rs.map(|s| s.script.as_str())), Style::new().bold()),
+        Span::styled(String::new(), Style::new().bold()),
         Span::styled("  target ", label),
         Span::raw(get(rs.map(|s| s.target.as_str()))),
         Span::styled("  chip ", label),
@@ -50,6 +50,10 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, agg: &Aggregator, ctx: &Contex
         first.push(Span::styled("  file ", label));
         first.push(Span::raw(src.clone()));
     }
+    // The script's path gets what the rest of the line leaves, so the events file shows whole.
+    let others: usize = first.iter().map(|s| s.width()).sum();
+    let room = (area.width as usize).saturating_sub(others).max(12);
+    first[1].content = fit_path(&get(rs.map(|s| s.script.as_str())), room).into();
     let elapsed = agg.run_end().map(|e| e.duration).unwrap_or(ctx.elapsed);
     let mut second = vec![
         Span::styled("elapsed ", label),
