@@ -136,7 +136,7 @@ def run_one(entry, a):
         rec.update(outcome="failed", why="harness: %s is not in the sdist" % rec["script"])
         return rec
     steps_limit = int(entry.get("steps", a.steps))
-    host_args = entry.get("host_args", [("cuda" if x == "tpu" else x) for x in entry.get("args", [])])
+    host_args = entry.get("host_args", [re.sub(r"^tpu(?=$|:\d+$)", "cuda", x) for x in entry.get("args", [])])
     # The baseline: the script as written, on the host, from a copy of its folder.
     base = os.path.join(work, "host")
     shutil.copytree(folder, base)
