@@ -48,6 +48,25 @@ fn expect(rx: &mpsc::Receiver<String>, seen: &mut Vec<String>, needle: &str, sec
     );
 }
 
+/// Wait (at most `secs`) until every needle has been on some line since now, in any order:
+/// stdout and stderr are read by separate threads, so lines of the two streams may swap.
+#[track_caller]
+fn expect_all(rx: &mpsc::Receiver<String>, seen: &mut Vec<String>, needles: &[&str], secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut missing: Vec<&str> = needles.to_vec();
+    while Instant::now() < deadline && !missing.is_empty() {
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(100)) {
+            missing.retain(|n| !l.contains(n));
+            seen.push(l);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "no line with {missing:?} after {secs} s; output:\n{}",
+        seen.join("\n")
+    );
+}
+
 fn interrupt(child: &mut Child) -> std::process::ExitStatus {
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -97,14 +116,28 @@ fn run_watch_reruns_the_script_when_it_changes() {
     expect(&rx, &mut seen, "version 1", 60);
     save(&script, "print('version 2', flush=True)\n");
     expect(&rx, &mut seen, "a file changed: stopping the script", 60);
-    expect(&rx, &mut seen, "train.py changed: running it again", 60);
-    expect(&rx, &mut seen, "version 2", 60);
-    expect(&rx, &mut seen, "watching", 60);
+    expect_all(
+        &rx,
+        &mut seen,
+        &[
+            "train.py changed: running it again",
+            "version 2",
+            "watching",
+        ],
+        60,
+    );
     // After it ended: a change of another Python file in the folder runs it again.
     save(&dir.path().join("helper.py"), "X = 1\n");
-    expect(&rx, &mut seen, "helper.py changed: running it again", 60);
-    expect(&rx, &mut seen, "version 2", 60);
-    expect(&rx, &mut seen, "watching", 60);
+    expect_all(
+        &rx,
+        &mut seen,
+        &[
+            "helper.py changed: running it again",
+            "version 2",
+            "watching",
+        ],
+        60,
+    );
     // Files that are not Python (events, logs) do not count.
     save(&dir.path().join("notes.txt"), "x\n");
     std::thread::sleep(Duration::from_millis(1000));
@@ -143,8 +176,7 @@ fn migrate_watch_checks_again_on_save() {
     );
     save(&file, "import torch\nx = torch.zeros(1).cuda()\n");
     expect(&rx, &mut seen, "train.py changed: checking again", 60);
-    expect(&rx, &mut seen, "train.py:2", 60);
-    expect(&rx, &mut seen, "watching for changes", 60);
+    expect_all(&rx, &mut seen, &["train.py:2", "watching for changes"], 60);
     interrupt(&mut child);
     // --watch never writes.
     assert_eq!(
