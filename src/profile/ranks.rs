@@ -80,6 +80,10 @@ fn died(s: &Summary) -> Option<String> {
             end.signal.unwrap_or(0),
             s.steps
         )),
+        "timeout" => Some(format!(
+            "stopped by --timeout (hung?) after {} steps",
+            s.steps
+        )),
         "exception" => Some(format!(
             "{} after {} steps",
             end.exception

@@ -297,7 +297,7 @@ fn two_rank_ddp_with_tpu_dist_under_torchrun() {
 fn nproc_runs_ranks_names_the_straggler_and_the_dead_rank() {
     let venv = venv();
     let dir = tempfile::tempdir().unwrap();
-    let job = |name: &str, env: (&str, &str)| {
+    let job = |name: &str, env: (&str, &str), extra: &[&str]| {
         let folder = dir.path().join(name);
         let out = Command::cargo_bin("tpuport")
             .unwrap()
@@ -306,14 +306,16 @@ fn nproc_runs_ranks_names_the_straggler_and_the_dead_rank() {
             .env_remove("PYTHONPATH")
             .env(env.0, env.1)
             .timeout(std::time::Duration::from_secs(300))
-            .args(["run", "--nproc", "2", "--target", "sim", "--events"])
+            .args(["run", "--nproc", "2", "--target", "sim"])
+            .args(extra)
+            .arg("--events")
             .arg(&folder)
             .arg(repo().join("tests/scripts/ranks.py"))
             .output()
             .unwrap();
         (out, folder)
     };
-    let (out, folder) = job("slow", ("SLOW_RANK", "1"));
+    let (out, folder) = job("slow", ("SLOW_RANK", "1"), &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     for rank in 0..2 {
@@ -351,7 +353,7 @@ fn nproc_runs_ranks_names_the_straggler_and_the_dead_rank() {
         .unwrap_or_else(|| panic!("{md}"));
     assert!(!collective.contains("| 0.00 ms"), "{collective}");
 
-    let (out, folder) = job("dead", ("DIE_RANK", "1"));
+    let (out, folder) = job("dead", ("DIE_RANK", "1"), &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
@@ -360,6 +362,18 @@ fn nproc_runs_ranks_names_the_straggler_and_the_dead_rank() {
     );
     // The surviving rank's file is complete (it ends with run_end), whatever torchrun did to it.
     events(&folder.join("rank0.jsonl"));
+
+    // A hung rank: its own --timeout stops it, torchrun then stops the other, and the job ends
+    // with both files complete and the hung rank named.
+    let (out, folder) = job("hung", ("HANG_RANK", "1"), &["--timeout", "30"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("rank 1 died: stopped by --timeout (hung?) after 2 steps"),
+        "{stderr}"
+    );
+    events(&folder.join("rank0.jsonl"));
+    events(&folder.join("rank1.jsonl"));
 }
 
 /// Acceptance 4: every public torch.tpu name, torch.accelerator, compile semantics, tpu_dist and

@@ -1,6 +1,6 @@
 """DDP over "tpu_dist" with an all_reduce each step, for `tpuport run --nproc` (tests/integration/
 sim.rs): SLOW_RANK=r makes rank r do 80 ms more work per step (a straggler); DIE_RANK=r kills
-rank r with SIGKILL on its third step."""
+rank r with SIGKILL on its third step; HANG_RANK=r makes rank r hang there (for --timeout)."""
 import os
 import signal
 import time
@@ -18,6 +18,8 @@ for step in range(int(os.environ.get("STEPS", "8"))):
         time.sleep(0.08)  # this rank's own work, before the collective the others wait in
     if rank == int(os.environ.get("DIE_RANK", "-1")) and step == 2:
         os.kill(os.getpid(), signal.SIGKILL)
+    if rank == int(os.environ.get("HANG_RANK", "-1")) and step == 2:
+        time.sleep(3600)
     total = torch.ones(1, device="tpu")
     dist.all_reduce(total)  # the others wait here for the slow rank's work
     assert total.item() == dist.get_world_size()
