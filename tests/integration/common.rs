@@ -119,3 +119,11 @@ pub fn tools_venv(what: &str) -> Option<PathBuf> {
     );
     None
 }
+
+/// The step events of an events file.
+pub fn steps(path: &Path) -> usize {
+    events(path)
+        .iter()
+        .filter(|e| matches!(e, Event::Step(_)))
+        .count()
+}

@@ -1,5 +1,5 @@
 """DDP over "tpu_dist" with an all_reduce each step, for `tpuport run --nproc` (tests/integration/
-sim.rs): SLOW_RANK=r makes rank r do 80 ms more work per step (a straggler); DIE_RANK=r kills
+ranks.rs): SLOW_RANK=r makes rank r do 80 ms more work per step (a straggler); DIE_RANK=r kills
 rank r with SIGKILL on its third step; HANG_RANK=r makes rank r hang there (for --timeout)."""
 import os
 import signal
