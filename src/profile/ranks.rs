@@ -70,9 +70,26 @@ impl RankStats {
     }
 }
 
-/// How a rank ended, when it was not a clean exit.
+/// How a rank ended, when it was not a clean exit; stopped while waiting in a collective, which
+/// one, where, and for how long.
 fn died(s: &Summary) -> Option<String> {
     let end = s.run_end.as_ref()?;
+    let how = how_it_died(s, end)?;
+    Some(match (&s.waiting, end.status.as_str()) {
+        (Some(w), "signal" | "timeout" | "interrupted") => format!(
+            "{how}, waiting in {} ({}:{}) for {:.1} s",
+            w.op,
+            std::path::Path::new(&w.file)
+                .file_name()
+                .map_or(w.file.as_str().into(), |n| n.to_string_lossy()),
+            w.line,
+            (end.t - w.since).max(0.0)
+        ),
+        _ => how,
+    })
+}
+
+fn how_it_died(s: &Summary, end: &crate::profile::event::RunEnd) -> Option<String> {
     match end.status.as_str() {
         "ok" => None,
         "signal" => Some(format!(
@@ -169,6 +186,41 @@ pub fn straggler_line(stats: &[RankStats]) -> Option<String> {
     ))
 }
 
+/// When the job ended with some ranks waiting in a collective and others not (stopped by
+/// `--timeout` or a signal outside any collective): those others are the ranks waited for.
+pub fn awaited_line(rows: &[RankRow], stats: &[RankStats]) -> Option<String> {
+    let stopped: Vec<(u32, bool)> = rows
+        .iter()
+        .zip(stats)
+        .filter(|(_, st)| st.died.is_some())
+        .map(|(r, st)| (st.rank, r.summary.waiting.is_some()))
+        .collect();
+    let list = |waiting: bool| -> Vec<String> {
+        stopped
+            .iter()
+            .filter(|s| s.1 == waiting)
+            .map(|s| s.0.to_string())
+            .collect()
+    };
+    let (waited, awaited) = (list(true), list(false));
+    let ranks = |l: &[String]| {
+        format!(
+            "rank{} {}",
+            if l.len() > 1 { "s" } else { "" },
+            l.join(", ")
+        )
+    };
+    (!waited.is_empty() && !awaited.is_empty()).then(|| {
+        format!(
+            "{} {} outside any collective when stopped, while {} waited in one: look at {} (hung, or too slow)",
+            ranks(&awaited),
+            if awaited.len() > 1 { "were" } else { "was" },
+            ranks(&waited),
+            ranks(&awaited),
+        )
+    })
+}
+
 /// The table printed at the end of a multi-process run.
 pub fn render(rows: &[RankRow]) -> String {
     let ms = |s: Option<f64>| {
@@ -197,6 +249,10 @@ pub fn render(rows: &[RankRow]) -> String {
         if let Some(why) = &st.died {
             s += &format!("rank {} died: {why}\n", st.rank);
         }
+    }
+    if let Some(line) = awaited_line(rows, &stats) {
+        s += &line;
+        s.push('\n');
     }
     if let Some(line) = straggler_line(&stats) {
         s += &line;
@@ -277,5 +333,53 @@ mod tests {
         assert!(straggler(&even).is_none());
         assert_eq!(rank_of(Path::new("runs/x/rank12.jsonl")), Some(12));
         assert_eq!(rank_of(Path::new("runs/x/a.jsonl")), None);
+    }
+
+    /// A job stopped by `--timeout`: the rank that waited in a collective says so (a
+    /// `CollectiveWait` warning after its last step), and the rank outside any is named.
+    #[test]
+    fn the_rank_the_others_waited_for_is_named() {
+        use crate::profile::event::Warning;
+        let mut waiting = rank(0, &[(0.5, 0.0), (0.06, 0.05)], "timeout");
+        let end = waiting
+            .summary
+            .run_end
+            .clone()
+            .map(|e| RunEnd { t: 20.0, ..e });
+        waiting.summary.run_end = None;
+        let mut w = Warning {
+            t: 3.0,
+            category: "CollectiveWait".into(),
+            file: "/x/ranks.py".into(),
+            line: 24,
+            ..Default::default()
+        };
+        w.extra.insert("op".into(), "all_reduce".into());
+        w.extra.insert("since".into(), 1.0.into());
+        waiting.summary.add(&Event::Warning(w));
+        waiting.summary.add(&Event::RunEnd(end.unwrap()));
+        let hung = rank(1, &[(0.5, 0.0), (0.06, 0.001)], "timeout");
+        let text = render(&[waiting.clone(), hung]);
+        assert!(
+            text.contains(
+                "rank 0 died: stopped by --timeout (hung?) after 2 steps, waiting in all_reduce (ranks.py:24) for 19.0 s"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("rank 1 died: stopped by --timeout (hung?) after 2 steps\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rank 1 was outside any collective when stopped, while rank 0 waited in one: look at rank 1"),
+            "{text}"
+        );
+        // A wait that ended (a step came after it) is no longer a wait.
+        waiting.summary.add(&Event::Step(Step {
+            step: 3,
+            dt: 0.06,
+            ..Default::default()
+        }));
+        assert!(waiting.summary.waiting.is_none());
     }
 }

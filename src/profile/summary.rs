@@ -37,6 +37,19 @@ pub struct Summary {
     /// HBM per device as the memory events give it (`hbm_capacity`: the sim's `--hbm`), which
     /// wins over the chip table's `run_start.hbm_bytes`.
     pub hbm_capacity: Option<u64>,
+    /// A collective the run was still waiting in (a `CollectiveWait` warning after its last
+    /// step): a rank of a multi-process job waiting for a late or hung one.
+    pub waiting: Option<Waiting>,
+}
+
+/// A collective in flight long enough for the agent to report it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Waiting {
+    pub op: String,
+    /// When it started (seconds since run_start).
+    pub since: f64,
+    pub file: String,
+    pub line: u64,
 }
 
 impl Summary {
@@ -45,6 +58,7 @@ impl Summary {
             Event::RunStart(s) => self.run_start = Some(s.clone()),
             Event::RunEnd(s) => self.run_end = Some(s.clone()),
             Event::Step(s) => {
+                self.waiting = None;
                 self.steps = self.steps.max(s.step);
                 self.step_times.push(s.dt);
                 let sampled = s
@@ -91,7 +105,22 @@ impl Summary {
                 }
             }
             Event::Sync(s) => self.syncs += s.counts.values().sum::<u64>(),
-            Event::Warning(_) => self.warnings += 1,
+            Event::Warning(w) => {
+                self.warnings += 1;
+                if w.category == "CollectiveWait" {
+                    self.waiting = Some(Waiting {
+                        op: w
+                            .extra
+                            .get("op")
+                            .and_then(|v| v.as_str())
+                            .unwrap_or("?")
+                            .into(),
+                        since: w.extra.get("since").and_then(|v| v.as_f64()).unwrap_or(w.t),
+                        file: w.file.clone(),
+                        line: w.line,
+                    });
+                }
+            }
             Event::Log(_) => {}
         }
     }

@@ -86,7 +86,16 @@ fn nproc_names_the_straggler_the_dead_and_the_hung_rank() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
-        stderr.contains("rank 1 died: stopped by --timeout (hung?) after 2 steps"),
+        stderr.contains("rank 1 died: stopped by --timeout (hung?) after 2 steps\n"),
+        "{stderr}"
+    );
+    // Rank 0 was waiting for it in the all_reduce (the agent's watchdog reported the wait).
+    assert!(
+        stderr.contains("rank 0 died: stopped by --timeout (hung?) after 2 steps, waiting in all_reduce (ranks.py:"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("rank 1 was outside any collective when stopped, while rank 0 waited in one: look at rank 1"),
         "{stderr}"
     );
     events(&folder.join("rank0.jsonl"));

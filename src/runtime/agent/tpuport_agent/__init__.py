@@ -17,6 +17,7 @@ What it observes (all optional: a script without torch still runs):
 import json
 import os
 import sys
+import threading
 import time
 
 from tpuport_agent import check, numerics, phases, state
@@ -36,6 +37,7 @@ class Emitter:
         self.fd = fd
         self.t0 = t0
         self.broken = fd < 0
+        self.lock = threading.RLock()  # the collective watchdog emits from its own thread
 
     def now(self):
         return time.time() - self.t0
@@ -47,9 +49,10 @@ class Emitter:
         fields.setdefault("t", round(self.now(), 6))
         try:
             data = (json.dumps(fields, default=str) + "\n").encode()
-            while data:
-                n = os.write(self.fd, data)
-                data = data[n:]
+            with self.lock:
+                while data:
+                    n = os.write(self.fd, data)
+                    data = data[n:]
         except OSError:
             self.broken = True
 
