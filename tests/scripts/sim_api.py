@@ -138,7 +138,7 @@ assert os.environ["TORCH_TPU_TOPOLOGY"] == "1,1,1" and os.environ["TORCH_TPU_SLI
 ok("distributed")
 x = torch.randn(1, 1, 8, 8, device="tpu")
 assert torch.equal(ops.max_pool2d(x, 2), torch.nn.functional.max_pool2d(x, 2))
-g = ops.max_pool2d_backward(torch.ones(1, 1, 4, 4), x, 2)
+g = ops.max_pool2d_backward(torch.ones(1, 1, 4, 4, device="tpu"), x, 2)
 assert g.shape == x.shape and float(g.sum()) == 16.0
 raises(NotImplementedError, "no host version", ops.ragged_dot, x, x)
 ok("ops")

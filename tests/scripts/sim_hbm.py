@@ -36,6 +36,13 @@ else:
     raise AssertionError("no OutOfMemoryError past the simulated HBM")
 del keep, more
 # Without --debug-checks a TPU does not check take() indices; the sim says so when the host does.
+# A CUDA host checks them in the kernel (a device-side assert that ends the process's CUDA
+# context): not tried there (README, "What still differs").
+from tpuport_agent import state  # noqa: E402
+
+if state.HOST == "cuda":
+    print("take note ok (not tried on a CUDA host)", flush=True)
+    raise SystemExit(0)
 try:
     torch.take(torch.arange(4, device="tpu"), torch.tensor([100], device="tpu"))
 except (IndexError, RuntimeError) as e:

@@ -49,6 +49,14 @@ class Tracker:
             self.live -= n
 
     def add_storage(self, st):
+        if self.host == "cuda":
+            # --strict-hbm on a CUDA host: CUDA's allocator knows what is live, exactly.
+            self.allocations += 1
+            self.live = int(self.torch.cuda.memory_allocated())
+            self.peak = max(self.peak, self.live)
+            if self.live > self.capacity:
+                self.over_capacity()
+            return
         try:
             ptr = st.data_ptr()
             n = st.nbytes()
@@ -101,7 +109,9 @@ class Tracker:
     # -- the dispatch mode ------------------------------------------------------------------
 
     def start(self):
-        if self.active or self.host == "cuda":
+        # On a CUDA host the allocator's own statistics are exact; ops are watched only to
+        # raise OutOfMemoryError at the allocation that passes the HBM (--strict-hbm).
+        if self.active or (self.host == "cuda" and not self.strict):
             return
         if self.mode is None:
             self.mode = _make_mode(self.torch, self)
@@ -136,10 +146,23 @@ class Tracker:
 
     # -- reporting --------------------------------------------------------------------------
 
+    def allocated(self):
+        """Bytes live now (on a CUDA host, read from CUDA's allocator at the call)."""
+        if self.host == "cuda":
+            self._read_cuda()
+        return self.live
+
+    def max_allocated(self):
+        """The peak since the last reset (on a CUDA host, read at the call)."""
+        if self.host == "cuda":
+            self._read_cuda()
+        return self.peak
+
     def reset_peak(self):
-        self.peak = self.live
         if self.host == "cuda":
             self.torch.cuda.reset_peak_memory_stats()
+            self.live = int(self.torch.cuda.memory_allocated())
+        self.peak = self.live
 
     def stats(self):
         import collections

@@ -25,6 +25,7 @@ PASSES = {
 NAMES = {"default": 0, "medium": 0, "high": 1, "highest": 2, "off": None}
 _LIB = None
 _TORCH = None
+_HOST = "cpu"  # the device type "tpu" tensors live on, where the emulating kernels are
 
 
 def current():
@@ -79,8 +80,9 @@ def _passes(a, b, product):
 
 def install(torch, precision, host):
     """Replace the host's matmul-class kernels with precision-emulating ones."""
-    global _LIB, _TORCH
+    global _LIB, _TORCH, _HOST
     _TORCH = torch
+    _HOST = host
     set_global(NAMES.get(precision, 0))
     aten = torch.ops.aten
     _LIB = torch.library.Library("aten", "IMPL")
@@ -155,10 +157,11 @@ def sdpa_math(torch, query, key, value, attn_mask=None, dropout_p=0.0, is_causal
 
 
 def relative_error(torch, level, n=256, seed=0):
-    """Relative Frobenius error of an n x n float32 matmul at `level` against float64 (README table)."""
+    """Relative Frobenius error of an n x n float32 matmul at `level` against float64 (README table),
+    on the device "tpu" tensors live on (the emulating kernels are registered for it alone)."""
     g = torch.Generator().manual_seed(seed)
-    a = torch.randn(n, n, generator=g, dtype=torch.float64)
-    b = torch.randn(n, n, generator=g, dtype=torch.float64)
+    a = torch.randn(n, n, generator=g, dtype=torch.float64).to(_HOST)
+    b = torch.randn(n, n, generator=g, dtype=torch.float64).to(_HOST)
     ref = a @ b
     push(level)
     try:

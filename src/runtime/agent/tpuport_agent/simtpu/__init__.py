@@ -171,7 +171,10 @@ def is_initialized():
 
 def _generator():
     if state.HOST == "cuda":
-        return _torch.cuda.default_generators[_torch.cuda.current_device()]
+        # current_device() first: it initialises CUDA, which is what fills default_generators
+        # (indexing the tuple read before the call would index the empty one).
+        i = _torch.cuda.current_device()
+        return _torch.cuda.default_generators[i]
     return _torch.default_generator
 
 
