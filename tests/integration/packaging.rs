@@ -6,18 +6,14 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::repo;
+use crate::common::{repo, success};
 
 fn tpuport(args: &[&str]) -> Vec<u8> {
     let out = Command::new(env!("CARGO_BIN_EXE_tpuport"))
         .args(args)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    success(&out);
     out.stdout
 }
 
@@ -119,9 +115,5 @@ fn the_cli_links_no_libpython() {
         .env("PATH", "/nonexistent")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    success(&out);
 }

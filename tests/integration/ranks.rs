@@ -4,7 +4,7 @@
 
 use assert_cmd::Command;
 
-use crate::common::{events, repo, steps, venv};
+use crate::common::{events, repo, steps, success, venv};
 
 /// `tpuport run --nproc 2` (issue 15): both ranks of a DDP + all_reduce script finish, each with
 /// its events file in the run folder, and the summary names the rank made slow as the
@@ -52,11 +52,7 @@ fn nproc_names_the_straggler_the_dead_and_the_hung_rank() {
         .arg(&out_dir)
         .output()
         .unwrap();
-    assert!(
-        rep.status.success(),
-        "{}",
-        String::from_utf8_lossy(&rep.stderr)
-    );
+    success(&rep);
     let md = std::fs::read_to_string(out_dir.join("summary.md")).unwrap();
     assert!(md.contains("## Ranks"), "{md}");
     assert!(

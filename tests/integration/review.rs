@@ -16,7 +16,7 @@ use tpuport::ui::review::app::Review;
 use tpuport::ui::review::draw::{View, draw};
 
 use crate::common::repo;
-use crate::tmux::{have_tmux, start};
+use crate::tmux::{Tmux, have_tmux, start};
 
 const SCRIPT: &str =
     "import torch\n\nx = torch.zeros(3, device=\"cuda\")\ntorch.cuda.synchronize()\ny = x.cuda()\n";
@@ -295,6 +295,22 @@ fn without_a_terminal_it_says_what_to_use() {
 
 // ---- in a real terminal (tmux; helpers in `tmux.rs`) ----------------------------------------
 
+/// `tests/data/review.py` copied to a new folder as `train.py`, and `tpuport migrate -i` started
+/// on it in a tmux session `name` (`env`: assignments put before the command).
+fn review_in_tmux(name: &str, env: &str) -> (tempfile::TempDir, PathBuf, Tmux) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("train.py");
+    std::fs::copy(repo().join("tests/data/review.py"), &script).unwrap();
+    let t = start(name);
+    let line = format!(
+        "cd {} && {env}{} migrate -i --isolated train.py; echo exit=$?",
+        dir.path().display(),
+        env!("CARGO_BIN_EXE_tpuport"),
+    );
+    t.send(&[&line, "Enter"]);
+    (dir, script, t)
+}
+
 /// `tpuport migrate -i` in a real terminal: accept the first fix (DEV016), skip the second
 /// (CUD007), accept the third (DEV006); the file then has the first and third fixes only, and the
 /// summary says so. No Python needed.
@@ -303,16 +319,7 @@ fn review_screen_accepts_one_fix_and_skips_another() {
     if !have_tmux() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("train.py");
-    std::fs::copy(repo().join("tests/data/review.py"), &script).unwrap();
-    let t = start("review");
-    let line = format!(
-        "cd {} && {} migrate -i --isolated train.py; echo exit=$?",
-        dir.path().display(),
-        env!("CARGO_BIN_EXE_tpuport"),
-    );
-    t.send(&[&line, "Enter"]);
+    let (dir, script, t) = review_in_tmux("review", "");
     let s = t.wait("the first fix", 30, |s| s.contains("fix 1 of 3"));
     assert!(s.contains("train.py:3:27") && s.contains("DEV016"), "{s}");
     assert!(s.contains("+x = torch.zeros(3, device=\"tpu\")"), "{s}");
@@ -361,16 +368,7 @@ fn review_screen_edits_a_fix_and_quits() {
     if !have_tmux() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("train.py");
-    std::fs::copy(repo().join("tests/data/review.py"), &script).unwrap();
-    let t = start("review-edit");
-    let line = format!(
-        "cd {} && EDITOR='sed -i \"s/)$/)  # edited/\"' {} migrate -i --isolated train.py; echo exit=$?",
-        dir.path().display(),
-        env!("CARGO_BIN_EXE_tpuport"),
-    );
-    t.send(&[&line, "Enter"]);
+    let (_dir, script, t) = review_in_tmux("review-edit", "EDITOR='sed -i \"s/)$/)  # edited/\"' ");
     t.wait("the first fix", 30, |s| s.contains("fix 1 of 3"));
     t.send(&["n"]);
     t.wait("the second fix", 10, |s| s.contains("fix 2 of 3"));

@@ -10,6 +10,18 @@ use std::time::{Duration, Instant};
 
 use crate::common::venv;
 
+/// Start a watching tpuport (no stdin, its output piped): the child, and its output lines.
+fn spawn(cmd: &mut Command) -> (Child, mpsc::Receiver<String>) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = lines(&mut child);
+    (child, rx)
+}
+
 /// The child's stdout and stderr lines, merged, as they come.
 fn lines(child: &mut Child) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
@@ -32,20 +44,7 @@ fn lines(child: &mut Child) -> mpsc::Receiver<String> {
 /// Wait (at most `secs`) for a line containing `needle`; the lines seen so far on failure.
 #[track_caller]
 fn expect(rx: &mpsc::Receiver<String>, seen: &mut Vec<String>, needle: &str, secs: u64) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if let Ok(l) = rx.recv_timeout(Duration::from_millis(100)) {
-            let hit = l.contains(needle);
-            seen.push(l);
-            if hit {
-                return;
-            }
-        }
-    }
-    panic!(
-        "no line with {needle:?} after {secs} s; output:\n{}",
-        seen.join("\n")
-    );
+    expect_all(rx, seen, &[needle], secs);
 }
 
 /// Wait (at most `secs`) until every needle has been on some line since now, in any order:
@@ -100,18 +99,14 @@ fn run_watch_reruns_the_script_when_it_changes() {
         "import time\nprint('version 1', flush=True)\ntime.sleep(60)\n",
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tpuport"))
-        .current_dir(dir.path())
-        .env("VIRTUAL_ENV", venv())
-        .args(["run", "--watch", "--no-tui", "--target", "host", "--events"])
-        .arg(dir.path().join("events.jsonl"))
-        .arg(&script)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = lines(&mut child);
+    let (mut child, rx) = spawn(
+        Command::new(env!("CARGO_BIN_EXE_tpuport"))
+            .current_dir(dir.path())
+            .env("VIRTUAL_ENV", venv())
+            .args(["run", "--watch", "--no-tui", "--target", "host", "--events"])
+            .arg(dir.path().join("events.jsonl"))
+            .arg(&script),
+    );
     let mut seen = vec![];
     expect(&rx, &mut seen, "version 1", 60);
     save(&script, "print('version 2', flush=True)\n");
@@ -158,16 +153,12 @@ fn migrate_watch_checks_again_on_save() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("train.py");
     std::fs::write(&file, "import torch\nx = torch.zeros(1)\n").unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tpuport"))
-        .current_dir(dir.path())
-        .args(["migrate", "--isolated", "--watch"])
-        .arg(dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = lines(&mut child);
+    let (mut child, rx) = spawn(
+        Command::new(env!("CARGO_BIN_EXE_tpuport"))
+            .current_dir(dir.path())
+            .args(["migrate", "--isolated", "--watch"])
+            .arg(dir.path()),
+    );
     let mut seen = vec![];
     expect(&rx, &mut seen, "watching for changes", 60);
     assert!(

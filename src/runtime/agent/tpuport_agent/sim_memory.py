@@ -146,16 +146,19 @@ class Tracker:
 
     # -- reporting --------------------------------------------------------------------------
 
-    def allocated(self):
-        """Bytes live now (on a CUDA host, read from CUDA's allocator at the call)."""
+    def refresh(self):
+        """On a CUDA host, read live and peak from CUDA's allocator now (exact there)."""
         if self.host == "cuda":
             self._read_cuda()
+
+    def allocated(self):
+        """Bytes live now."""
+        self.refresh()
         return self.live
 
     def max_allocated(self):
-        """The peak since the last reset (on a CUDA host, read at the call)."""
-        if self.host == "cuda":
-            self._read_cuda()
+        """The peak since the last reset."""
+        self.refresh()
         return self.peak
 
     def reset_peak(self):
@@ -167,8 +170,7 @@ class Tracker:
     def stats(self):
         import collections
 
-        if self.host == "cuda":
-            self._read_cuda()
+        self.refresh()
         return collections.OrderedDict([
             ("allocated_bytes.all.current", self.live), ("allocated_bytes.all.peak", self.peak),
             ("allocation.all.allocated", self.allocations), ("reserved_bytes.all.current", self.live),
@@ -176,8 +178,7 @@ class Tracker:
         ])
 
     def event_fields(self):
-        if self.host == "cuda":
-            self._read_cuda()
+        self.refresh()
         return {"allocated": self.live, "reserved": self.live, "peak": self.peak, "hbm_capacity": self.capacity,
                 "hbm_track": self.policy if self.host != "cuda" else "cuda"}
 
