@@ -59,8 +59,11 @@ pub struct Follow {
     // Kept alive: it feeds `rx`.
     _watcher: notify::RecommendedWatcher,
     rx: mpsc::Receiver<()>,
+    /// In rank order (`rank<N>.jsonl`; other files after them, as found).
     files: Vec<(Follower, Aggregator)>,
     cur: usize,
+    /// The user chose a file (`n`/`p`); until then the view follows the lowest rank.
+    chosen: bool,
     dash: Dashboard,
     ranks_at: Option<Instant>,
     ranks_generation: u64,
@@ -97,6 +100,7 @@ impl Follow {
             rx,
             files: vec![],
             cur: 0,
+            chosen: false,
             dash: Dashboard::start(attached)?,
             ranks_at: None,
             ranks_generation: u64::MAX,
@@ -108,9 +112,24 @@ impl Follow {
     /// when the user asked for it.
     pub fn poll(&mut self) -> Result<Option<Action>> {
         // New per-rank files appear as the job starts.
+        // They keep rank order whichever file appears first; until the user picks one, the view
+        // shows the lowest rank.
         for f in events_files(&self.path)? {
             if !self.files.iter().any(|(fo, _)| fo.path == f) {
-                self.files.push((Follower::new(&f), Aggregator::new()));
+                let key = |p: &Path| crate::profile::ranks::rank_of(p).unwrap_or(u32::MAX);
+                let at = self
+                    .files
+                    .iter()
+                    .position(|(fo, _)| key(&fo.path) > key(&f))
+                    .unwrap_or(self.files.len());
+                self.files
+                    .insert(at, (Follower::new(&f), Aggregator::new()));
+                if self.files.len() > 1 && at <= self.cur {
+                    self.cur += 1;
+                    if !self.chosen {
+                        self.show(0);
+                    }
+                }
             }
         }
         let cur = self.cur;
@@ -142,17 +161,24 @@ impl Follow {
                     } else {
                         (self.cur + n - 1) % n
                     };
-                    std::mem::swap(&mut self.dash.agg, &mut self.files[self.cur].1);
-                    std::mem::swap(&mut self.dash.agg, &mut self.files[next].1);
-                    self.cur = next;
-                    self.dash.app.ended = self.dash.agg.run_end().is_some() && !self.job_running;
-                    self.dash.app.show_summary = self.dash.app.ended;
-                    self.dash.app.dirty = true;
+                    self.chosen = true;
+                    self.show(next);
                 }
                 _ => {}
             }
         }
         Ok(None)
+    }
+
+    /// Show file `next`: the dashboard's aggregator goes back to the current file's slot and
+    /// takes the next one's.
+    fn show(&mut self, next: usize) {
+        std::mem::swap(&mut self.dash.agg, &mut self.files[self.cur].1);
+        std::mem::swap(&mut self.dash.agg, &mut self.files[next].1);
+        self.cur = next;
+        self.dash.app.ended = self.dash.agg.run_end().is_some() && !self.job_running;
+        self.dash.app.show_summary = self.dash.app.ended;
+        self.dash.app.dirty = true;
     }
 
     /// The ranks table costs a sort of each rank's window: at most twice a second, and only
