@@ -40,7 +40,8 @@ enum Command {
     /// fixture (DIR/tests/ID.py), leaves the near misses after its `# OK` line alone, migrates
     /// it to code that parses, idempotently, and to DIR/tests/ID.fixed.py where that exists.
     TestRules(TestRulesArgs),
-    /// Run a script under TorchTPU (or the sim/host target) and stream what happens in it.
+    /// Run a script under TorchTPU (a TPU, or TorchTPU itself on XLA:CPU; else the sim or the
+    /// host) and stream what happens in it.
     ///
     /// Steps, compiles and recompiles with their reasons, memory and host syncs are written to
     /// an events file (JSON lines) and summed up at the end. Exit code: the script's own; 1 for
@@ -88,7 +89,9 @@ struct RunArgs {
     module: Option<String>,
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     args: Vec<String>,
-    /// Where to run: a real TPU, the simulated TPU on this machine, or the host as written.
+    /// Where to run: a real TPU; TorchTPU itself on this CPU (xla-cpu); the sim; or the host as
+    /// written. auto: a TPU if attached, else xla-cpu where installed, else the sim (the run
+    /// says which and why).
     #[arg(long, value_enum, default_value_t = TargetArg::Auto)]
     target: TargetArg,
     /// TorchTPU eager mode: strict (op by op, async), debug (synchronous), defer-fuse (fused).
@@ -240,7 +243,7 @@ struct TuneArgs {
     /// Also try each float32 matmul precision (default, high, highest) under each mode.
     #[arg(long)]
     precision: bool,
-    /// Where to run (a TPU if attached, else the sim target).
+    /// Where to run (a TPU if attached, else xla-cpu where installed, else the sim target).
     #[arg(long, value_enum, default_value_t = TargetArg::Auto)]
     target: TargetArg,
     /// Folder for the runs' events files (default: runs/<time>-tune-<script>/).
@@ -323,10 +326,19 @@ struct ReportArgs {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum TargetArg {
-    /// A TPU if one is attached (PCI/VFIO), else the sim target.
+    /// A TPU if one is attached (PCI/VFIO), else xla-cpu where it is installed and serves the
+    /// environment (Linux x86_64, torch 2.11–2.15), else the sim.
     Auto,
+    /// A real TPU, with the TorchTPU installed in the script's environment.
     Tpu,
+    /// TorchTPU 0.2.0 itself, run on this CPU: its device, op coverage, errors, compiler and
+    /// compile cache, through a CPU PJRT plugin in libtpu's place (scripts/bootstrap-xla-cpu
+    /// installs it). One process; no TPU kernels (Mosaic), no TPU speed.
+    #[value(name = "xla-cpu")]
+    XlaCpu,
+    /// A Python emulation of TorchTPU over the host (any OS, any torch): "tpu" maps to the host.
     Sim,
+    /// The script as written, on this machine.
     Host,
 }
 
@@ -335,6 +347,7 @@ impl From<TargetArg> for TargetRequest {
         match a {
             TargetArg::Auto => TargetRequest::Auto,
             TargetArg::Tpu => TargetRequest::Tpu,
+            TargetArg::XlaCpu => TargetRequest::XlaCpu,
             TargetArg::Sim => TargetRequest::Sim,
             TargetArg::Host => TargetRequest::Host,
         }

@@ -49,6 +49,8 @@ pub struct AgentConfig {
     pub breakdown: bool,
     /// Python statements run after `import torch`, before the script (see `target::Plan`).
     pub calls: Vec<String>,
+    /// Folders put at the front of `sys.path` before the script runs (xla-cpu: TorchTPU's).
+    pub python_path: Vec<PathBuf>,
     /// The run's start (Unix seconds): event times are relative to it.
     pub t0: f64,
 }
@@ -146,6 +148,7 @@ mod tests {
             check: None,
             breakdown: true,
             calls: vec!["torch.tpu.allow_excess_precision = True".into()],
+            python_path: vec!["/cache/xla-cpu/site".into()],
             t0: 1.5,
         }
     }
@@ -185,6 +188,7 @@ mod tests {
                 "check": null,
                 "breakdown": true,
                 "calls": ["torch.tpu.allow_excess_precision = True"],
+                "python_path": ["/cache/xla-cpu/site"],
                 "t0": 1.5,
             })
         );
@@ -202,7 +206,7 @@ mod tests {
     #[test]
     fn enums_serialise_to_their_names() {
         let s = |v: Value| v.as_str().unwrap().to_string();
-        for t in [Target::Tpu, Target::Sim, Target::Host] {
+        for t in [Target::Tpu, Target::XlaCpu, Target::Sim, Target::Host] {
             assert_eq!(s(serde_json::to_value(t).unwrap()), t.as_str());
         }
         for m in [Mode::Strict, Mode::Debug, Mode::DeferFuse] {

@@ -24,6 +24,7 @@ pub mod target;
 pub mod tune;
 pub mod watch;
 pub mod worker;
+pub mod xla_cpu;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -83,7 +84,16 @@ pub fn run(opts: RunOptions) -> Result<i32> {
     let env = interpreter::find(opts.python.as_deref())?;
     let tpus = detect::scan_tpus(Path::new("/sys"), Path::new("/dev"));
     let installed = detect::torch_tpu_installed(&env.site_packages);
-    let plan = target::plan(&opts.request, &tpus, installed)?;
+    let xla = xla_cpu::for_env(&env, xla_cpu::this_platform());
+    let plan = target::plan(
+        &opts.request,
+        &target::Machine {
+            tpus: &tpus,
+            torch_tpu_installed: installed,
+            xla_cpu: &xla,
+            world_size: world_size(),
+        },
+    )?;
     let (mut runtime, worker, why) = worker::choose(&env);
     let mut notes = plan.notes.clone();
     if let Some(w) = why {
@@ -122,6 +132,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         check: opts.check.clone(),
         breakdown: opts.breakdown,
         calls: plan.calls.clone(),
+        python_path: plan.python_path.clone(),
         t0,
     };
     let mut env_vars = plan.env.clone();
@@ -203,6 +214,16 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         observer: opts.observer,
         notes,
     })
+}
+
+/// `WORLD_SIZE` of the environment (1 when unset or unreadable): this run is one rank of that
+/// many.
+pub fn world_size() -> u32 {
+    std::env::var("WORLD_SIZE")
+        .ok()
+        .and_then(|w| w.trim().parse().ok())
+        .filter(|&w| w > 0)
+        .unwrap_or(1)
 }
 
 /// The version of a distribution from its `*.dist-info` folder name (no import).

@@ -14,20 +14,30 @@ use serde::Serialize;
 
 use super::chips::{Chip, DEFAULT_SIM_CHIP, chip_by_name};
 use super::detect::TpuDevice;
+use super::xla_cpu::XlaCpu;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TargetRequest {
     Auto,
     Tpu,
+    XlaCpu,
     Sim,
     Host,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
 pub enum Target {
+    /// A real TPU with TorchTPU.
+    #[serde(rename = "tpu")]
     Tpu,
+    /// TorchTPU 0.2.0 itself on XLA:CPU (a CPU PJRT plugin behind tpuport's shim).
+    #[serde(rename = "xla-cpu")]
+    XlaCpu,
+    /// The Python emulation of TorchTPU over the host.
+    #[serde(rename = "sim")]
     Sim,
+    /// The script as written, on this machine.
+    #[serde(rename = "host")]
     Host,
 }
 
@@ -35,10 +45,29 @@ impl Target {
     pub fn as_str(self) -> &'static str {
         match self {
             Target::Tpu => "tpu",
+            Target::XlaCpu => "xla-cpu",
             Target::Sim => "sim",
             Target::Host => "host",
         }
     }
+
+    /// Whether TorchTPU itself runs the script (its own switches, errors and compiler).
+    pub fn is_torch_tpu(self) -> bool {
+        matches!(self, Target::Tpu | Target::XlaCpu)
+    }
+}
+
+/// What [`plan`] knows of the machine and the script's environment.
+#[derive(Debug, Clone)]
+pub struct Machine<'a> {
+    /// TPUs on PCI (with VFIO).
+    pub tpus: &'a [TpuDevice],
+    /// TorchTPU is installed in the script's environment.
+    pub torch_tpu_installed: bool,
+    /// The xla-cpu installation, or why it cannot serve this environment.
+    pub xla_cpu: &'a std::result::Result<XlaCpu, String>,
+    /// The run is one rank of several (`WORLD_SIZE` > 1), e.g. under `--nproc` or torchrun.
+    pub world_size: u32,
 }
 
 /// TorchTPU's eager modes.
@@ -133,6 +162,9 @@ pub struct Plan {
     pub chip: Option<&'static Chip>,
     /// Variables to set (`Some`) or remove (`None`) in the script's environment.
     pub env: BTreeMap<String, Option<String>>,
+    /// Folders put at the front of the script's `sys.path` before torch is imported (xla-cpu:
+    /// TorchTPU's own folder, so no other target's process can import it).
+    pub python_path: Vec<PathBuf>,
     pub calls: Vec<String>,
     /// Notes to tell the user once (e.g. a flag that has no effect on this target).
     pub notes: Vec<String>,
@@ -141,11 +173,26 @@ pub struct Plan {
 /// TorchTPU's start-up switches for the eager mode; the ones not chosen are removed.
 const MODE_VARS: [&str; 2] = ["TORCH_TPU_DEFER_AND_FUSE", "TORCH_TPU_LAUNCH_BLOCKING"];
 
-pub fn plan(req: &Request, tpus: &[TpuDevice], torch_tpu_installed: bool) -> Result<Plan> {
+/// Why several processes cannot run on xla-cpu (torchtpu_on_cpu_multiprocess.md).
+const XLA_CPU_ONE_PROCESS: &str = "TorchTPU's tpu_dist needs one PJRT client with a global view (one device per process, WORLD_SIZE in all), which no CPU PJRT plugin offers";
+
+pub fn plan(req: &Request, m: &Machine) -> Result<Plan> {
+    let tpus = m.tpus;
     let (target, reason) = match req.target {
         TargetRequest::Tpu => (Target::Tpu, "--target tpu".to_string()),
         TargetRequest::Sim => (Target::Sim, "--target sim".to_string()),
         TargetRequest::Host => (Target::Host, "--target host".to_string()),
+        TargetRequest::XlaCpu if m.world_size > 1 => (
+            Target::Sim,
+            format!(
+                "--target xla-cpu runs one process, and this is one of {} ranks: {XLA_CPU_ONE_PROCESS}; the ranks run on the sim",
+                m.world_size
+            ),
+        ),
+        TargetRequest::XlaCpu => match m.xla_cpu {
+            Ok(_) => (Target::XlaCpu, "--target xla-cpu".to_string()),
+            Err(why) => bail!("--target xla-cpu: {why}"),
+        },
         TargetRequest::Auto => match tpus.first() {
             Some(d) => (
                 Target::Tpu,
@@ -157,10 +204,28 @@ pub fn plan(req: &Request, tpus: &[TpuDevice], torch_tpu_installed: bool) -> Res
                     d.iommu_group
                 ),
             ),
-            None => (
+            None if m.world_size > 1 && m.xla_cpu.is_ok() => (
                 Target::Sim,
-                "auto: no TPU on this machine (PCI vendor 0x1ae0 with VFIO)".to_string(),
+                format!(
+                    "auto: no TPU on this machine, and one of {} ranks: xla-cpu runs one process ({XLA_CPU_ONE_PROCESS})",
+                    m.world_size
+                ),
             ),
+            None => match m.xla_cpu {
+                Ok(x) => (
+                    Target::XlaCpu,
+                    format!(
+                        "auto: no TPU on this machine; TorchTPU {} runs on XLA:CPU ({} {})",
+                        x.manifest.torch_tpu, x.manifest.plugin.dist, x.manifest.plugin.version
+                    ),
+                ),
+                Err(why) => (
+                    Target::Sim,
+                    format!(
+                        "auto: no TPU on this machine (PCI vendor 0x1ae0 with VFIO), and xla-cpu cannot serve: {why}"
+                    ),
+                ),
+            },
         },
     };
     let mut p = Plan {
@@ -168,6 +233,7 @@ pub fn plan(req: &Request, tpus: &[TpuDevice], torch_tpu_installed: bool) -> Res
         reason,
         chip: None,
         env: BTreeMap::new(),
+        python_path: vec![],
         calls: vec![],
         notes: vec![],
     };
@@ -175,10 +241,10 @@ pub fn plan(req: &Request, tpus: &[TpuDevice], torch_tpu_installed: bool) -> Res
         Target::Tpu => {
             if tpus.is_empty() {
                 bail!(
-                    "--target tpu, but no TPU is visible: no PCI device with vendor 0x1ae0 and a known TPU id has its IOMMU group under /dev/vfio. Run on a TPU VM, or use --target sim to run on this machine"
+                    "--target tpu, but no TPU is visible: no PCI device with vendor 0x1ae0 and a known TPU id has its IOMMU group under /dev/vfio. Run on a TPU VM, or use --target xla-cpu or sim to run on this machine"
                 );
             }
-            if !torch_tpu_installed {
+            if !m.torch_tpu_installed {
                 bail!(
                     "--target tpu needs TorchTPU in the script's Python environment: `pip install torch_tpu` there (or pass --python to choose another environment)"
                 );
@@ -192,64 +258,40 @@ pub fn plan(req: &Request, tpus: &[TpuDevice], torch_tpu_installed: bool) -> Res
                     c.name, tpus[0].chip.device_name
                 ));
             }
-            for v in MODE_VARS {
-                p.env.insert(v.to_string(), None);
-            }
-            match req.mode {
-                Mode::Strict => {}
-                Mode::Debug => {
-                    p.env
-                        .insert("TORCH_TPU_LAUNCH_BLOCKING".into(), Some("1".into()));
-                }
-                Mode::DeferFuse => {
-                    p.env
-                        .insert("TORCH_TPU_DEFER_AND_FUSE".into(), Some("1".into()));
-                }
-            }
-            if req.debug_checks {
-                p.env
-                    .insert("TORCH_TPU_ENABLE_DEBUG_CHECKS".into(), Some("1".into()));
-            }
-            if let Some(name) = &req.cache_name {
-                p.env.insert(
-                    "TORCH_TPU_TIER2_COMPILATION_CACHE".into(),
-                    Some(name.clone()),
-                );
-            }
-            if let Some(dir) = &req.cache_dir {
-                p.env.insert(
-                    "TORCH_TPU_TIER3_COMPILATION_CACHE_ROOT".into(),
-                    Some(dir.display().to_string()),
-                );
-            }
-            // Both must happen before the first compile: the agent runs them before the script.
-            if let Some(prec) = req.precision {
-                p.calls.push(format!(
-                    "torch.set_float32_matmul_precision(\"{}\")",
-                    prec.torch_name()
-                ));
-            }
-            if req.excess_precision {
-                p.calls
-                    .push("torch.tpu.allow_excess_precision = True".into());
-            }
-            if req.cpu_fallback {
-                // TorchTPU's switch is a property of its execution-mode module (no public API).
-                p.calls.push(
-                    "import torch_tpu._internal.execution_mode as _em; _em.enable_cpu_fallback = True"
-                        .into(),
-                );
-            }
+            torch_tpu_switches(req, &mut p);
+        }
+        Target::XlaCpu => {
+            let x = m
+                .xla_cpu
+                .as_ref()
+                .map_err(|why| anyhow::anyhow!("--target xla-cpu: {why}"))?;
+            p.chip = Some(req.chip.unwrap_or_else(default_chip));
+            // TorchTPU loads "the TPU plugin" from TPU_LIBRARY_PATH: the shim, which forwards to
+            // the CPU plugin with one device (one chip per process, as on a TPU VM under
+            // torchrun). libtpu is never loaded, and the metadata server is never asked.
+            p.env.insert(
+                "TPU_LIBRARY_PATH".into(),
+                Some(x.shim.display().to_string()),
+            );
+            p.env.insert(
+                "PJRT_SHIM_REAL".into(),
+                Some(x.plugin.display().to_string()),
+            );
+            p.env
+                .insert("PJRT_SHIM_SET".into(), Some("cpu_device_count=1".into()));
+            p.env.insert("TPU_SKIP_MDS_QUERY".into(), Some("1".into()));
+            // TorchTPU must load at `import torch` here, as on a TPU VM.
+            p.env.insert("TORCH_DEVICE_BACKEND_AUTOLOAD".into(), None);
+            p.python_path.push(x.site.clone());
+            torch_tpu_switches(req, &mut p);
         }
         Target::Sim | Target::Host => {
             p.chip = if target == Target::Sim {
-                Some(req.chip.unwrap_or_else(|| {
-                    chip_by_name(DEFAULT_SIM_CHIP).expect("the default chip is in the table")
-                }))
+                Some(req.chip.unwrap_or_else(default_chip))
             } else {
                 req.chip
             };
-            if torch_tpu_installed {
+            if m.torch_tpu_installed {
                 // Without these, `import torch` autoloads TorchTPU, and anything touching PJRT
                 // retries cloud metadata for ~10 minutes, then aborts.
                 p.env
@@ -288,200 +330,63 @@ pub fn plan(req: &Request, tpus: &[TpuDevice], torch_tpu_installed: bool) -> Res
     Ok(p)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+fn default_chip() -> &'static Chip {
+    chip_by_name(DEFAULT_SIM_CHIP).expect("the default chip is in the table")
+}
 
-    fn tpu() -> Vec<TpuDevice> {
-        vec![TpuDevice {
-            pci_address: "0000:00:04.0".into(),
-            chip: chip_by_name("v6e").unwrap(),
-            iommu_group: "3".into(),
-        }]
+/// TorchTPU's own switches, the same on a TPU and on xla-cpu: the eager mode and debug checks
+/// (read at start), the compilation caches, and the settings that must precede the first
+/// compile (run by the agent before the script).
+fn torch_tpu_switches(req: &Request, p: &mut Plan) {
+    for v in MODE_VARS {
+        p.env.insert(v.to_string(), None);
     }
-
-    fn env(p: &Plan) -> Vec<String> {
-        p.env
-            .iter()
-            .map(|(k, v)| match v {
-                Some(v) => format!("{k}={v}"),
-                None => format!("-{k}"),
-            })
-            .collect()
-    }
-
-    /// The exact environment and calls for the tpu target, for every combination of mode,
-    /// precision, excess precision, debug checks and caches.
-    #[test]
-    fn cpu_fallback_sets_torch_tpus_switch_on_a_tpu_and_is_ignored_on_the_host() {
-        let req = Request {
-            cpu_fallback: true,
-            ..Request::default()
-        };
-        let p = plan(&req, &tpu(), true).unwrap();
-        assert!(
-            p.calls
-                .iter()
-                .any(|c| c.contains("enable_cpu_fallback = True")),
-            "{:?}",
-            p.calls
-        );
-        let host = Request {
-            target: TargetRequest::Host,
-            cpu_fallback: true,
-            ..Request::default()
-        };
-        let p = plan(&host, &[], false).unwrap();
-        assert!(p.calls.is_empty());
-        assert!(
-            p.notes.iter().any(|n| n.contains("--cpu-fallback ignored")),
-            "{:?}",
-            p.notes
-        );
-    }
-
-    #[test]
-    fn tpu_plan_for_every_combination() {
-        let modes = [
-            (Mode::Strict, vec![]),
-            (Mode::Debug, vec!["TORCH_TPU_LAUNCH_BLOCKING=1"]),
-            (Mode::DeferFuse, vec!["TORCH_TPU_DEFER_AND_FUSE=1"]),
-        ];
-        let precisions = [
-            (None, None),
-            (
-                Some(Precision::Default),
-                Some("torch.set_float32_matmul_precision(\"medium\")"),
-            ),
-            (
-                Some(Precision::High),
-                Some("torch.set_float32_matmul_precision(\"high\")"),
-            ),
-            (
-                Some(Precision::Highest),
-                Some("torch.set_float32_matmul_precision(\"highest\")"),
-            ),
-        ];
-        let mut checked = 0;
-        for (mode, mode_env) in &modes {
-            for (prec, prec_call) in &precisions {
-                for excess in [false, true] {
-                    for debug in [false, true] {
-                        for cache in [false, true] {
-                            let req = Request {
-                                target: TargetRequest::Auto,
-                                mode: *mode,
-                                precision: *prec,
-                                excess_precision: excess,
-                                debug_checks: debug,
-                                cpu_fallback: false,
-                                cache_dir: cache.then(|| PathBuf::from("/cache/t3")),
-                                cache_name: cache.then(|| "job".to_string()),
-                                chip: None,
-                            };
-                            let p = plan(&req, &tpu(), true).unwrap();
-                            assert_eq!(p.target, Target::Tpu);
-                            let mut want: Vec<String> = vec![];
-                            for v in MODE_VARS {
-                                let set = mode_env.iter().find(|e| e.starts_with(v));
-                                want.push(set.map(|s| s.to_string()).unwrap_or(format!("-{v}")));
-                            }
-                            if debug {
-                                want.push("TORCH_TPU_ENABLE_DEBUG_CHECKS=1".into());
-                            }
-                            if cache {
-                                want.push("TORCH_TPU_TIER2_COMPILATION_CACHE=job".into());
-                                want.push(
-                                    "TORCH_TPU_TIER3_COMPILATION_CACHE_ROOT=/cache/t3".into(),
-                                );
-                            }
-                            want.sort_by(|a, b| {
-                                a.trim_start_matches('-').cmp(b.trim_start_matches('-'))
-                            });
-                            assert_eq!(env(&p), want, "{mode:?} {prec:?} {excess} {debug} {cache}");
-                            let mut calls: Vec<&str> = prec_call.iter().copied().collect();
-                            if excess {
-                                calls.push("torch.tpu.allow_excess_precision = True");
-                            }
-                            assert_eq!(p.calls, calls);
-                            // Never the helpers that are internal on torch >= 2.11.
-                            for c in &p.calls {
-                                for internal in [
-                                    "is_available",
-                                    "device_count",
-                                    "set_device",
-                                    "synchronize",
-                                    "current_device",
-                                ] {
-                                    assert!(!c.contains(&format!("torch.tpu.{internal}")), "{c}");
-                                }
-                            }
-                            checked += 1;
-                        }
-                    }
-                }
-            }
+    match req.mode {
+        Mode::Strict => {}
+        Mode::Debug => {
+            p.env
+                .insert("TORCH_TPU_LAUNCH_BLOCKING".into(), Some("1".into()));
         }
-        assert_eq!(checked, 3 * 4 * 2 * 2 * 2);
+        Mode::DeferFuse => {
+            p.env
+                .insert("TORCH_TPU_DEFER_AND_FUSE".into(), Some("1".into()));
+        }
     }
-
-    #[test]
-    fn auto_without_a_tpu_is_sim_and_silences_torch_tpu() {
-        let p = plan(&Request::default(), &[], true).unwrap();
-        assert_eq!(p.target, Target::Sim);
-        assert_eq!(
-            env(&p),
-            vec!["TORCH_DEVICE_BACKEND_AUTOLOAD=0", "TPU_SKIP_MDS_QUERY=1"]
-        );
-        assert!(p.calls.is_empty());
-        assert_eq!(p.chip.unwrap().name, "v5e");
-        // Without torch_tpu installed there is nothing to silence.
-        assert!(
-            plan(&Request::default(), &[], false)
-                .unwrap()
-                .env
-                .is_empty()
-        );
-        // Host target on a machine with torch_tpu and a TPU: still no autoload.
-        let host = Request {
-            target: TargetRequest::Host,
-            ..Request::default()
-        };
-        let p = plan(&host, &tpu(), true).unwrap();
-        assert_eq!(p.target, Target::Host);
-        assert_eq!(
-            env(&p),
-            vec!["TORCH_DEVICE_BACKEND_AUTOLOAD=0", "TPU_SKIP_MDS_QUERY=1"]
+    if req.debug_checks {
+        p.env
+            .insert("TORCH_TPU_ENABLE_DEBUG_CHECKS".into(), Some("1".into()));
+    }
+    if let Some(name) = &req.cache_name {
+        p.env.insert(
+            "TORCH_TPU_TIER2_COMPILATION_CACHE".into(),
+            Some(name.clone()),
         );
     }
-
-    #[test]
-    fn tpu_target_errors_say_what_to_do() {
-        let req = Request {
-            target: TargetRequest::Tpu,
-            ..Request::default()
-        };
-        let e = plan(&req, &[], true).unwrap_err().to_string();
-        assert!(
-            e.contains("no TPU is visible") && e.contains("--target sim"),
-            "{e}"
+    if let Some(dir) = &req.cache_dir {
+        p.env.insert(
+            "TORCH_TPU_TIER3_COMPILATION_CACHE_ROOT".into(),
+            Some(dir.display().to_string()),
         );
-        let e = plan(&req, &tpu(), false).unwrap_err().to_string();
-        assert!(e.contains("pip install torch_tpu"), "{e}");
     }
-
-    #[test]
-    fn host_target_notes_ignored_flags() {
-        let req = Request {
-            target: TargetRequest::Host,
-            mode: Mode::Debug,
-            ..Request::default()
-        };
-        let p = plan(&req, &[], false).unwrap();
-        assert!(
-            p.notes[0].contains("--mode debug ignored on the host target"),
-            "{:?}",
-            p.notes
+    if let Some(prec) = req.precision {
+        p.calls.push(format!(
+            "torch.set_float32_matmul_precision(\"{}\")",
+            prec.torch_name()
+        ));
+    }
+    if req.excess_precision {
+        p.calls
+            .push("torch.tpu.allow_excess_precision = True".into());
+    }
+    if req.cpu_fallback {
+        // TorchTPU's switch is a property of its execution-mode module (no public API).
+        p.calls.push(
+            "import torch_tpu._internal.execution_mode as _em; _em.enable_cpu_fallback = True"
+                .into(),
         );
     }
 }
+
+#[cfg(test)]
+#[path = "target_tests.rs"]
+mod tests;

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 
-from tpuport_agent import check, numerics, phases, state
+from tpuport_agent import check, numerics, phases, placement, state
 
 _AGENT = None
 
@@ -73,7 +73,9 @@ class Agent:
         self._in_sync = False
         self._hook_failed = False
         self.compiles_pending = False
-        self.target_tpu = config.get("target") == "tpu"
+        # TorchTPU itself runs the script: on a TPU, or on XLA:CPU (xla-cpu).
+        self.target_tpu = config.get("target") in ("tpu", "xla-cpu")
+        self.placement = None
         self.step_buffer = []
         self.last_send = 0.0
         self.sim_memory = None  # the sim target's HBM tracker, once installed
@@ -87,6 +89,8 @@ class Agent:
 
     def on_optimizer_step(self, optimizer, args, kwargs):
         self.last_optimizer = optimizer
+        if self.placement is not None:
+            self.guarded(self.placement.check_optimizer, optimizer)
         if self.phases is not None:
             self.phases.end_optimizer_step()
         if not self.marker_mode:
@@ -261,6 +265,10 @@ class Agent:
             from tpuport_agent import sim
 
             sim.register_compile_backend(torch)
+        if state.XLA_CPU:
+            from tpuport_agent import xla_cpu
+
+            xla_cpu.on_dynamo(torch)
 
         if self.phases is not None:
             self.guarded(self.phases.dynamo_imported, torch)
@@ -354,8 +362,12 @@ class Agent:
             )
 
     def tpu_cache_stats(self):
-        if self.config.get("target") != "tpu" or self.torch is None:
+        if not self.target_tpu or self.torch is None:
             return None
+        if state.XLA_CPU:
+            from tpuport_agent import xla_cpu
+
+            return xla_cpu.cache_stats(self.torch)
         try:
             s = self.torch.tpu._get_cache_stats()
             return {"requests": int(s.num_cache_reqs), "hits": int(s.num_cache_hits),
@@ -381,6 +393,10 @@ class Agent:
             from tpuport_agent import sim
 
             return sim.memory()
+        if state.XLA_CPU:
+            from tpuport_agent import xla_cpu
+
+            return xla_cpu.memory()
         torch = self.torch
         if torch is None:
             return None
@@ -417,6 +433,11 @@ class Agent:
 
             sim.install(self.config, self)
             self.sim_memory = sys.modules["tpuport_agent.sim_memory"].TRACKER
+        elif self.config.get("target") == "xla-cpu":
+            from tpuport_agent import xla_cpu
+
+            xla_cpu.install(torch, self.config, self)
+            self.sim_memory = sys.modules["tpuport_agent.sim_memory"].TRACKER
         elif self.config.get("target") == "host" and self.config.get("cuda_on_cpu"):
             from tpuport_agent import host_cuda
 
@@ -425,6 +446,9 @@ class Agent:
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
         self.torch = torch
+        if self.config.get("target") != "host":
+            self.placement = placement.Placement(self, torch, self.config.get("target"))
+            self.placement.install()
         register_optimizer_step_post_hook(self.on_optimizer_step)
         self.install_compile_hooks(torch)
         self.install_sync_counters(torch)
@@ -465,6 +489,10 @@ class Agent:
             sys.argv = [script] + list(cfg.get("args", []))
             sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
         self.install_warning_hook()
+        if cfg.get("target") == "xla-cpu":
+            from tpuport_agent import xla_cpu
+
+            xla_cpu.prepare(cfg)
         self.script_start = time.perf_counter()
 
         # Observe torch from the moment the script imports it (importing it here would cost

@@ -23,8 +23,10 @@ OOM_TEXT = "the TPU ran out of memory while awaiting the materialization of valu
 
 
 class Tracker:
-    def __init__(self, torch, capacity, policy, strict, host, agent):
+    def __init__(self, torch, capacity, policy, strict, host, agent, device_type=None):
         self.torch = torch
+        # xla-cpu: only storages on this device type count (the script's CPU tensors do not).
+        self.device_type = device_type
         self.capacity = capacity
         self.policy = policy
         self.strict = strict
@@ -58,6 +60,8 @@ class Tracker:
                 self.over_capacity()
             return
         try:
+            if self.device_type is not None and st.device.type != self.device_type:
+                return
             ptr = st.data_ptr()
             n = st.nbytes()
         except Exception:
@@ -82,12 +86,15 @@ class Tracker:
             if self.agent is not None:
                 self.agent.em.emit("memory", step=self.agent.step, forecast=True, **self.event_fields())
                 self.agent.em.emit("warning", category="tpuport", file="", line=0, message=(
-                    "sim: HBM in use (%s) exceeds the %s's %s per device; this step would not fit on the TPU"
-                    % (_fmt(self.live), self.chip_name(), _fmt(self.capacity))))
+                    "%s: HBM in use (%s) exceeds the %s's %s per device; this step would not fit on the TPU"
+                    % (self.who(), _fmt(self.live), self.chip_name(), _fmt(self.capacity))))
         if self.strict:
             raise self.torch.OutOfMemoryError(
-                "%s (tpuport sim: %s of tensors live, the %s has %s per device; --strict-hbm)"
-                % (OOM_TEXT, _fmt(self.live), self.chip_name(), _fmt(self.capacity)))
+                "%s (tpuport %s: %s of tensors live, the %s has %s per device; --strict-hbm)"
+                % (OOM_TEXT, self.who(), _fmt(self.live), self.chip_name(), _fmt(self.capacity)))
+
+    def who(self):
+        return "xla-cpu" if self.device_type is not None else "sim"
 
     def chip_name(self):
         return state.CHIP["device_name"]
@@ -216,13 +223,14 @@ def _fmt(n):
         n /= 1024.0
 
 
-def install(torch, config, agent):
+def install(torch, config, agent, device_type=None):
     global TRACKER
     strict = bool(config.get("strict_hbm"))
     policy = config.get("hbm_track") or "sampled"
     if strict:
         policy = "full"
-    TRACKER = Tracker(torch, state.HBM, policy, strict, state.HOST, agent)
+    host = "cpu" if device_type is not None else state.HOST
+    TRACKER = Tracker(torch, state.HBM, policy, strict, host, agent, device_type)
     if policy in ("full", "sampled"):
         TRACKER.scan()
         TRACKER.start()

@@ -1,4 +1,6 @@
-"""TPU float32 matmul precision on the host, for the sim target.
+"""TPU float32 matmul precision where the device computes float32 matmuls in full float32: the
+sim target's host, and XLA:CPU under TorchTPU (the xla-cpu target, where XLA:CPU ignores the
+dot's precision config).
 
 On a TPU a float32 matmul-class op runs on bf16 inputs: DEFAULT (TorchTPU's default, "medium")
 is one bf16 pass with f32 accumulation, HIGH three passes, HIGHEST six (each input split into
@@ -10,6 +12,11 @@ again: 1-D ``dot`` and ``convolution_backward`` (so a conv's gradients are float
 A product of two bf16 values is exact in f32, so an f32 kernel on bf16-rounded pieces is "bf16 x bf16, f32 accumulate".
 
 Only float32 inputs are touched; bf16 (autocast) and other dtypes run as they are.
+
+On xla-cpu the kernels are registered for TorchTPU's device (PrivateUse1), and the precision in
+effect is TorchTPU's own (``torch.set_float32_matmul_precision``, ``torch.tpu.precision``). There
+``convolution`` keeps TorchTPU's kernel (float32 on XLA:CPU: replacing it would lose the only
+kernel that runs it), and so do compiled graphs, which TorchTPU lowers to XLA whole.
 """
 
 import threading
@@ -26,9 +33,13 @@ NAMES = {"default": 0, "medium": 0, "high": 1, "highest": 2, "off": None}
 _LIB = None
 _TORCH = None
 _HOST = "cpu"  # the device type "tpu" tensors live on, where the emulating kernels are
+# xla-cpu: reads the level in effect from TorchTPU (None: the sim's own global and stack).
+_LEVEL = None
 
 
 def current():
+    if _LEVEL is not None:
+        return _LEVEL()
     stack = getattr(_LOCAL, "stack", None)
     if stack:
         return stack[-1]
@@ -78,15 +89,20 @@ def _passes(a, b, product):
     return out
 
 
-def install(torch, precision, host):
-    """Replace the host's matmul-class kernels with precision-emulating ones."""
-    global _LIB, _TORCH, _HOST
+def install(torch, precision, host, key=None, level=None):
+    """Replace the matmul-class kernels of dispatch key ``key`` (the host's by default) with
+    precision-emulating ones. ``level``: a function giving the level in effect (xla-cpu reads
+    TorchTPU's); ``precision="off"`` turns emulation off whatever it says."""
+    global _LIB, _TORCH, _HOST, _LEVEL
     _TORCH = torch
     _HOST = host
     set_global(NAMES.get(precision, 0))
+    if level is not None and NAMES.get(precision, 0) is not None:
+        _LEVEL = level
     aten = torch.ops.aten
     _LIB = torch.library.Library("aten", "IMPL")
-    key = "CUDA" if host == "cuda" else "CPU"
+    if key is None:
+        key = "CUDA" if host == "cuda" else "CPU"
 
     def f32(*ts):
         return current() is not None and all(t.dtype == torch.float32 for t in ts)
@@ -142,8 +158,10 @@ def install(torch, precision, host):
         out = _passes(x, w, conv)
         return out if bias is None else out.add_(bias.reshape((1, -1) + (1,) * (out.dim() - 2)))
 
-    for name, fn in (("mm", mm), ("bmm", bmm), ("mv", mv), ("addmm", addmm), ("addmv", addmv),
-                     ("baddbmm", baddbmm), ("convolution", convolution)):
+    kernels = [("mm", mm), ("bmm", bmm), ("mv", mv), ("addmm", addmm), ("addmv", addmv), ("baddbmm", baddbmm)]
+    if key in ("CPU", "CUDA"):
+        kernels.append(("convolution", convolution))  # the host's _convolution does the work
+    for name, fn in kernels:
         _LIB.impl(name, fn, key)
 
 

@@ -7,6 +7,8 @@ import circle runs through it. Outside the sim target it keeps its defaults (``A
 
 # The sim is installed.
 ACTIVE = False
+# The xla-cpu target is installed (TorchTPU itself on XLA:CPU; ``xla_cpu``).
+XLA_CPU = False
 # The host device the "tpu" device is mapped onto: "cuda" if present, else "cpu".
 HOST = "cpu"
 # The script is shown a TPU VM's torch.cuda (no driver): set on a CUDA host (``sim_cuda``).
