@@ -45,7 +45,27 @@ pub struct RunFacts {
     pub samples: Option<f64>,
 }
 
+/// TorchTPU's own log line for an op it lacks that ran on the CPU (`enable_cpu_fallback`, a TPU
+/// or xla-cpu): `… operator 'aten::median' is not implemented for TPU. Falling back to CPU`.
+const TORCH_TPU_FALLBACK: &str = "is not implemented for TPU. Falling back to CPU";
+
 impl RunFacts {
+    /// Where the run ran, in words: "the sim", "xla-cpu", "the TPU", "the host".
+    pub fn target(&self) -> &'static str {
+        match self
+            .summary
+            .run_start
+            .as_ref()
+            .map(|s| s.target.as_str())
+            .unwrap_or("sim")
+        {
+            "xla-cpu" => "xla-cpu (TorchTPU on XLA:CPU)",
+            "tpu" => "the TPU",
+            "host" => "the host",
+            _ => "the sim",
+        }
+    }
+
     pub fn read(path: &Path) -> Result<RunFacts> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the events file {}", path.display()))?;
@@ -101,6 +121,16 @@ impl RunFacts {
                 Event::Memory(m) if m.step >= 2 => {
                     if let Some(a) = m.allocated {
                         f.resident = Some(f.resident.map_or(a, |r| r.min(a)));
+                    }
+                }
+                Event::Log(l) if l.stream == "stderr" && l.line.contains(TORCH_TPU_FALLBACK) => {
+                    let op = l.line.split('\'').nth(1).unwrap_or("?").to_string();
+                    if !f.fallback_ops.iter().any(|u| u.op == op) {
+                        f.fallback_ops.push(OpUse {
+                            op,
+                            file: String::new(),
+                            line: 0,
+                        });
                     }
                 }
                 Event::Log(l) if l.stream == "stdout" || l.stream == "stderr" => {

@@ -1,6 +1,7 @@
 //! `tpuport check SCRIPT`: is this training script ready for a TPU? One command, the user's files
 //! untouched: it migrates a copy of the script's folder, runs the original as written on the host
-//! (its CUDA on the CPU where there is none) and the port on the sim target, same seeds, same
+//! (its CUDA on the CPU where there is none) and the port where `tpuport run` would run it (a TPU;
+//! else TorchTPU on XLA:CPU where installed; else the sim), same seeds, same
 //! arguments, N steps each, then compares them step by step and layer by layer and answers per
 //! section: port, run, numerics, ops, compiles and syncs, fit (ready / needs work / blocked),
 //! in the terminal, as JSON, and as a Markdown and HTML report with charts.
@@ -126,7 +127,8 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
         return Ok(EXIT_COULD_NOT_CHECK);
     }
     say(&format!(
-        "running the port on the sim ({} steps)",
+        "running the port on {} ({} steps)",
+        port_target_words(opts.python.as_deref()),
         opts.steps
     ));
     let mut sim = one_run(
@@ -134,7 +136,7 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
         port_dir.join(&name),
         &port_events,
         Request {
-            target: TargetRequest::Sim,
+            target: TargetRequest::Auto,
             mode: Mode::Strict,
             cpu_fallback: true,
             ..Request::default()
@@ -178,7 +180,12 @@ pub fn assemble(
     layers: compare::Layers,
 ) -> Checked {
     let losses = compare::loss_table(&original.losses, &ported.losses);
-    let (numerics, parting, diverging) = verdict::numerics_section(&losses, &layers, opts.rtol);
+    let (mut numerics, parting, diverging) = verdict::numerics_section(&losses, &layers, opts.rtol);
+    if ported.summary.run_start.as_ref().map(|s| s.target.as_str()) == Some("xla-cpu") {
+        numerics
+            .items
+            .push(crate::runtime::numerics::XLA_CPU_PRECISION.to_string());
+    }
     let fit = fit::fit(
         ported.summary.peak_device.unwrap_or(0),
         ported.resident,
@@ -214,7 +221,14 @@ pub fn assemble(
         verdict: overall,
         sections,
         original: RunNumbers::of(original, "host"),
-        port: RunNumbers::of(ported, "sim"),
+        port: RunNumbers::of(
+            ported,
+            ported
+                .summary
+                .run_start
+                .as_ref()
+                .map_or("sim", |s| s.target.as_str()),
+        ),
         losses,
         first_parting_step: parting,
         layers: layers.layers,
@@ -251,6 +265,18 @@ fn one_run(
         cuda_on_cpu: host,
         check: Some(CheckSpec { layers }),
         breakdown: true,
+    }
+}
+
+/// Where the port will run, for the progress line (the run decides the same way).
+fn port_target_words(python: Option<&Path>) -> String {
+    let auto = Request {
+        target: TargetRequest::Auto,
+        ..Request::default()
+    };
+    match crate::runtime::resolve(&auto, python) {
+        Ok((_, plan)) => format!("{} ({})", plan.target.as_str(), plan.reason),
+        Err(_) => "the sim".into(),
     }
 }
 

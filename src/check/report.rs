@@ -46,10 +46,15 @@ pub fn text(c: &Checked, out: Option<&Path>) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "\ntpuport check {}: {} ({} steps each: the original on the host, the port on the sim)",
+        "\ntpuport check {}: {} ({} steps each: the original on the host, the port on {})",
         c.script,
         c.verdict.as_str().to_uppercase(),
-        c.steps_asked
+        c.steps_asked,
+        match c.port.target.as_str() {
+            "xla-cpu" => "xla-cpu",
+            "tpu" => "the TPU",
+            _ => "the sim",
+        }
     );
     for sec in &c.sections {
         let _ = writeln!(

@@ -149,16 +149,39 @@ pub fn port_section(port: &Port) -> Section {
 }
 
 pub fn run_section(port: &RunFacts, failing_line: Option<String>, steps: u32) -> Section {
+    let on = port.target();
     if port.ok() {
+        let ran = format!(
+            "the port ran {} step{} on {on} (--steps {steps})",
+            port.summary.steps,
+            if port.summary.steps == 1 { "" } else { "s" }
+        );
+        // Trained, but not where it should: the worst outcome, since nothing else says so.
+        let placement = &port.summary.placement;
+        let on_cpu = placement.iter().find(|(c, _)| c == "DevicePlacement");
+        let mut items: Vec<String> = placement.iter().map(|(_, m)| m.clone()).collect();
+        items.extend(
+            port.summary
+                .emulation
+                .iter()
+                .map(|n| format!("emulated (XLA:CPU, not the TPU): {n}")),
+        );
+        let (verdict, summary) = match on_cpu {
+            Some((_, m)) => (
+                Verdict::Blocked,
+                format!("{ran}, but {}", m.split(':').next().unwrap_or(m.as_str())),
+            ),
+            None if !placement.is_empty() => (
+                Verdict::NeedsWork,
+                format!("{ran}, but a move to the TPU untied shared weights"),
+            ),
+            None => (Verdict::Ready, ran),
+        };
         return Section {
             name: "run",
-            verdict: Verdict::Ready,
-            summary: format!(
-                "the port ran {} step{} on the sim (--steps {steps})",
-                port.summary.steps,
-                if port.summary.steps == 1 { "" } else { "s" }
-            ),
-            items: vec![],
+            verdict,
+            summary,
+            items,
         };
     }
     let why = match &port.exception {
@@ -175,7 +198,7 @@ pub fn run_section(port: &RunFacts, failing_line: Option<String>, steps: u32) ->
         name: "run",
         verdict: Verdict::Blocked,
         summary: format!(
-            "the port failed on the sim after {} steps: {why}",
+            "the port failed on {on} after {} steps: {why}",
             port.summary.steps
         ),
         items,
@@ -316,7 +339,7 @@ pub fn not_measured(name: &'static str) -> Section {
     Section {
         name,
         verdict: Verdict::NeedsWork,
-        summary: "not measured: the port did not run on the sim (see run)".into(),
+        summary: "not measured: the port did not run (see run)".into(),
         items: vec![],
     }
 }

@@ -40,6 +40,33 @@ pub struct Summary {
     /// A collective the run was still waiting in (a `CollectiveWait` warning after its last
     /// step): a rank of a multi-process job waiting for a late or hung one.
     pub waiting: Option<Waiting>,
+    /// TorchTPU's compile-cache counters at the last step that reported them (`tpu_cache`: a
+    /// TPU, or xla-cpu): requests, hits, compilations.
+    pub tpu_cache: Option<TpuCache>,
+    /// Where the model trains, when it is wrong (`DevicePlacement`: the optimizer's parameters
+    /// are not on the TPU; `TiedWeights`: a move untied shared weights): the agent's messages.
+    pub placement: Vec<(String, String)>,
+    /// What the xla-cpu target ran differently from a TPU because XLA:CPU cannot (`XlaCpuGap`).
+    pub emulation: Vec<String>,
+}
+
+/// TorchTPU's compile-cache counters (`torch.tpu._get_cache_stats()`), for the script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TpuCache {
+    pub requests: u64,
+    pub hits: u64,
+    pub compilations: u64,
+}
+
+impl TpuCache {
+    fn of(v: &serde_json::Value) -> Option<TpuCache> {
+        let n = |k: &str| v.get(k).and_then(|x| x.as_u64());
+        Some(TpuCache {
+            requests: n("requests")?,
+            hits: n("hits")?,
+            compilations: n("compilations")?,
+        })
+    }
 }
 
 /// A collective in flight long enough for the agent to report it.
@@ -78,6 +105,9 @@ impl Summary {
                     self.step_phases.resize(before, [f32::NAN; breakdown::N]);
                     self.step_phases.push(p);
                 }
+                if let Some(c) = s.extra.get("tpu_cache").and_then(TpuCache::of) {
+                    self.tpu_cache = Some(c);
+                }
             }
             Event::Compile(c) => {
                 if c.status == "limit_hit" {
@@ -107,6 +137,13 @@ impl Summary {
             Event::Sync(s) => self.syncs += s.counts.values().sum::<u64>(),
             Event::Warning(w) => {
                 self.warnings += 1;
+                match w.category.as_str() {
+                    "DevicePlacement" | "TiedWeights" => {
+                        self.placement.push((w.category.clone(), w.message.clone()))
+                    }
+                    "XlaCpuGap" => self.emulation.push(w.message.clone()),
+                    _ => {}
+                }
                 if w.category == "CollectiveWait" {
                     self.waiting = Some(Waiting {
                         op: w
@@ -223,6 +260,12 @@ impl Summary {
                 ""
             }
         ));
+        if let Some(c) = self.tpu_cache {
+            out.push_str(&format!(
+                "TorchTPU compile cache: {} compilations, {} hits of {} requests\n",
+                c.compilations, c.hits, c.requests
+            ));
+        }
         let mut mem = vec![];
         if let Some(d) = self.peak_device {
             match self.capacity() {
@@ -248,6 +291,17 @@ impl Summary {
                 .map(|s| format!(" ({s:.1} per step)"))
                 .unwrap_or_default()
         ));
+        for (category, p) in &self.placement {
+            let label = if category == "TiedWeights" {
+                "UNTIED WEIGHTS"
+            } else {
+                "WRONG DEVICE"
+            };
+            out.push_str(&format!("{label}: {p}\n"));
+        }
+        for n in &self.emulation {
+            out.push_str(&format!("emulated (XLA:CPU, not the TPU): {n}\n"));
+        }
         out
     }
 }
@@ -392,5 +446,68 @@ mod tests {
         assert_eq!(s.peak_rss, Some(100));
         assert_eq!(s.syncs_per_step(), Some(1.0));
         assert_eq!(bytes(1536), "1.5 KiB");
+    }
+
+    /// TorchTPU's cache counters, a model left on the CPU, an untied weight and XLA:CPU's
+    /// emulation notes each get their line.
+    #[test]
+    fn torch_tpu_cache_placement_and_emulation_lines() {
+        use serde_json::json;
+        let warning = |category: &str, message: &str| {
+            Event::Warning(super::super::event::Warning {
+                category: category.into(),
+                message: message.into(),
+                ..Default::default()
+            })
+        };
+        let mut step = Step {
+            step: 1,
+            dt: 0.1,
+            ..Default::default()
+        };
+        step.extra.insert(
+            "tpu_cache".into(),
+            json!({"requests": 40, "hits": 31, "compilations": 9}),
+        );
+        let evs = vec![
+            Event::Step(step),
+            warning(
+                "DevicePlacement",
+                "the optimizer's parameters are on cpu, not tpu (4 on cpu): ...",
+            ),
+            warning(
+                "TiedWeights",
+                "wte.weight and lm_head.weight shared one weight before .to(), ...",
+            ),
+            warning("XlaCpuGap", "aten::cumsum runs on the host CPU here: ..."),
+            warning("UserWarning", "something else"),
+        ];
+        let s = Summary::from_events(&evs);
+        assert_eq!(
+            s.tpu_cache,
+            Some(TpuCache {
+                requests: 40,
+                hits: 31,
+                compilations: 9
+            })
+        );
+        let text = s.render();
+        assert!(
+            text.contains("TorchTPU compile cache: 9 compilations, 31 hits of 40 requests\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("WRONG DEVICE: the optimizer's parameters are on cpu, not tpu"),
+            "{text}"
+        );
+        assert!(
+            text.contains("UNTIED WEIGHTS: wte.weight and lm_head.weight"),
+            "{text}"
+        );
+        assert!(
+            text.contains("emulated (XLA:CPU, not the TPU): aten::cumsum runs on the host CPU"),
+            "{text}"
+        );
+        assert!(!text.contains("something else"), "{text}");
     }
 }

@@ -81,21 +81,21 @@ pub fn run(opts: RunOptions) -> Result<i32> {
             opts.script.display()
         );
     }
-    let env = interpreter::find(opts.python.as_deref())?;
-    let tpus = detect::scan_tpus(Path::new("/sys"), Path::new("/dev"));
-    let installed = detect::torch_tpu_installed(&env.site_packages);
-    let xla = xla_cpu::for_env(&env, xla_cpu::this_platform());
-    let plan = target::plan(
-        &opts.request,
-        &target::Machine {
-            tpus: &tpus,
-            torch_tpu_installed: installed,
-            xla_cpu: &xla,
-            world_size: world_size(),
-        },
-    )?;
+    let (env, plan) = resolve(&opts.request, opts.python.as_deref())?;
     let (mut runtime, worker, why) = worker::choose(&env);
     let mut notes = plan.notes.clone();
+    if opts.request.target == target::TargetRequest::Auto
+        || opts.request.target == target::TargetRequest::XlaCpu && plan.target != Target::XlaCpu
+    {
+        notes.insert(
+            0,
+            format!(
+                "running on the {} target ({})",
+                plan.target.as_str(),
+                plan.reason
+            ),
+        );
+    }
     if let Some(w) = why {
         notes.push(w);
     }
@@ -214,6 +214,29 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         observer: opts.observer,
         notes,
     })
+}
+
+/// Where a run with `request` goes and how: the Python environment, the plan (target, reason,
+/// environment, calls). Reads files only (PCI, site-packages, the xla-cpu install); starts
+/// nothing.
+pub fn resolve(
+    request: &Request,
+    python: Option<&Path>,
+) -> Result<(interpreter::PythonEnv, target::Plan)> {
+    let env = interpreter::find(python)?;
+    let tpus = detect::scan_tpus(Path::new("/sys"), Path::new("/dev"));
+    let installed = detect::torch_tpu_installed(&env.site_packages);
+    let xla = xla_cpu::for_env(&env, xla_cpu::this_platform());
+    let plan = target::plan(
+        request,
+        &target::Machine {
+            tpus: &tpus,
+            torch_tpu_installed: installed,
+            xla_cpu: &xla,
+            world_size: world_size(),
+        },
+    )?;
+    Ok((env, plan))
 }
 
 /// `WORLD_SIZE` of the environment (1 when unset or unreadable): this run is one rank of that

@@ -72,9 +72,12 @@ pub fn numerics(opts: NumericsOptions) -> Result<i32> {
             script: opts.script.clone(),
             module: None,
             args: opts.args.clone(),
+            // Where `tpuport run` would run it without a TPU: xla-cpu where installed (TorchTPU's
+            // own precision setting, emulated on its matmul kernels), else the sim.
             request: Request {
-                target: TargetRequest::Sim,
+                target: TargetRequest::Auto,
                 mode: Mode::Strict,
+                precision,
                 chip: opts.chip,
                 ..Request::default()
             },
@@ -112,6 +115,9 @@ pub fn numerics(opts: NumericsOptions) -> Result<i32> {
         );
     }
     print!("{}", render(&rows, opts.precision.as_str()));
+    if target_of(&events[1]).as_deref() == Some("xla-cpu") {
+        println!("{XLA_CPU_PRECISION}");
+    }
     if let Ok(text) = fs::read_to_string(&compare) {
         let c: Compare = serde_json::from_str(&text).context("reading the parameter comparison")?;
         let mut params = c.params;
@@ -135,6 +141,18 @@ pub fn numerics(opts: NumericsOptions) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// What the xla-cpu target's numbers leave out, said with them.
+pub const XLA_CPU_PRECISION: &str = "(xla-cpu: XLA:CPU computes float32 dots in full float32; the TPU's precision is emulated on TorchTPU's eager matmul kernels (mm, bmm, addmm, baddbmm, mv: Linear, matmul, attention), not in convolutions or compiled graphs, which stay float32 here: their TPU rounding is not in these numbers)";
+
+/// The target a run's events say it ran on.
+fn target_of(path: &PathBuf) -> Option<String> {
+    let text = fs::read_to_string(path).ok()?;
+    text.lines().find_map(|l| match Event::parse(l) {
+        Ok(Event::RunStart(s)) => Some(s.target),
+        _ => None,
+    })
 }
 
 fn losses(path: &PathBuf) -> Result<Vec<(u64, f64)>> {

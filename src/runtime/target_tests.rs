@@ -137,9 +137,7 @@ fn tpu_plan_for_every_combination() {
                         }
                         if cache {
                             want.push("TORCH_TPU_TIER2_COMPILATION_CACHE=job".into());
-                            want.push(
-                                "TORCH_TPU_TIER3_COMPILATION_CACHE_ROOT=/cache/t3".into(),
-                            );
+                            want.push("TORCH_TPU_TIER3_COMPILATION_CACHE_ROOT=/cache/t3".into());
                         }
                         want.sort_by(|a, b| {
                             a.trim_start_matches('-').cmp(b.trim_start_matches('-'))
@@ -231,7 +229,11 @@ fn host_target_notes_ignored_flags() {
     );
 }
 
-fn plan_xla(req: &Request, world_size: u32, xla: &std::result::Result<XlaCpu, String>) -> Result<Plan> {
+fn plan_xla(
+    req: &Request,
+    world_size: u32,
+    xla: &std::result::Result<XlaCpu, String>,
+) -> Result<Plan> {
     plan(
         req,
         &Machine {
@@ -251,7 +253,11 @@ fn auto_without_a_tpu_is_xla_cpu_where_installed() {
     let x = Ok(xla_install());
     let p = plan_xla(&Request::default(), 1, &x).unwrap();
     assert_eq!(p.target, Target::XlaCpu);
-    assert!(p.reason.contains("XLA:CPU") && p.reason.contains("lammps-jax-pjrt-cpu 0.11.2"), "{}", p.reason);
+    assert!(
+        p.reason.contains("XLA:CPU") && p.reason.contains("lammps-jax-pjrt-cpu 0.11.2"),
+        "{}",
+        p.reason
+    );
     assert_eq!(
         env(&p),
         vec![
@@ -297,8 +303,14 @@ fn xla_cpu_uses_torch_tpus_own_switches() {
     let p = plan_xla(&req, 1, &x).unwrap();
     assert_eq!(p.target, Target::XlaCpu);
     let e = env(&p);
-    assert!(e.contains(&"TORCH_TPU_LAUNCH_BLOCKING=1".to_string()), "{e:?}");
-    assert!(e.contains(&"TORCH_TPU_ENABLE_DEBUG_CHECKS=1".to_string()), "{e:?}");
+    assert!(
+        e.contains(&"TORCH_TPU_LAUNCH_BLOCKING=1".to_string()),
+        "{e:?}"
+    );
+    assert!(
+        e.contains(&"TORCH_TPU_ENABLE_DEBUG_CHECKS=1".to_string()),
+        "{e:?}"
+    );
     let on_tpu = plan(
         &Request {
             target: TargetRequest::Tpu,
@@ -318,16 +330,25 @@ fn xla_cpu_uses_torch_tpus_own_switches() {
 
 #[test]
 fn without_xla_cpu_auto_says_why_and_the_explicit_target_fails_with_it() {
-    let missing = Err("xla-cpu is not installed (scripts/bootstrap-xla-cpu installs it)".to_string());
+    let missing =
+        Err("xla-cpu is not installed (scripts/bootstrap-xla-cpu installs it)".to_string());
     let p = plan_xla(&Request::default(), 1, &missing).unwrap();
     assert_eq!(p.target, Target::Sim);
-    assert!(p.reason.contains("xla-cpu cannot serve: xla-cpu is not installed"), "{}", p.reason);
+    assert!(
+        p.reason
+            .contains("xla-cpu cannot serve: xla-cpu is not installed"),
+        "{}",
+        p.reason
+    );
     let req = Request {
         target: TargetRequest::XlaCpu,
         ..Request::default()
     };
     let e = plan_xla(&req, 1, &missing).unwrap_err().to_string();
-    assert!(e.starts_with("--target xla-cpu: xla-cpu is not installed"), "{e}");
+    assert!(
+        e.starts_with("--target xla-cpu: xla-cpu is not installed"),
+        "{e}"
+    );
 }
 
 /// One rank of several: xla-cpu cannot serve (no CPU plugin gives TorchTPU's tpu_dist a global
@@ -337,12 +358,20 @@ fn ranks_run_on_the_sim_with_the_reason() {
     let x = Ok(xla_install());
     let p = plan_xla(&Request::default(), 2, &x).unwrap();
     assert_eq!(p.target, Target::Sim);
-    assert!(p.reason.contains("one of 2 ranks") && p.reason.contains("global view"), "{}", p.reason);
+    assert!(
+        p.reason.contains("one of 2 ranks") && p.reason.contains("global view"),
+        "{}",
+        p.reason
+    );
     let req = Request {
         target: TargetRequest::XlaCpu,
         ..Request::default()
     };
     let p = plan_xla(&req, 4, &x).unwrap();
     assert_eq!(p.target, Target::Sim);
-    assert!(p.reason.starts_with("--target xla-cpu runs one process"), "{}", p.reason);
+    assert!(
+        p.reason.starts_with("--target xla-cpu runs one process"),
+        "{}",
+        p.reason
+    );
 }

@@ -119,6 +119,15 @@ pub fn tune(opts: &TuneOptions) -> Result<Vec<Trial>> {
     Ok(trials)
 }
 
+/// Whether the trials ran on an emulating target (the sim, xla-cpu: this machine's times, not a
+/// TPU's), from their events.
+pub fn emulated(trials: &[Trial]) -> bool {
+    trials
+        .iter()
+        .find_map(|t| t.summary.run_start.as_ref())
+        .is_none_or(|s| s.target != "tpu" && s.target != "host")
+}
+
 /// The recommended trial and why. Debug mode (synchronous launches) is for finding errors and
 /// never recommended for speed. On a TPU: the fastest median step among the runs that worked,
 /// unless it is within [`WORTH`] of the default (strict, default precision), which then stays.
@@ -233,7 +242,11 @@ pub fn render(trials: &[Trial], sim: bool) -> String {
         None => s += "no setting ran: see the events files\n",
     }
     if sim {
-        s += "(sim target: the times are this machine's, not a TPU's)\n";
+        let target = trials
+            .iter()
+            .find_map(|t| t.summary.run_start.as_ref())
+            .map_or("sim", |s| s.target.as_str());
+        s += &format!("({target} target: the times are this machine's, not a TPU's)\n");
     }
     s
 }

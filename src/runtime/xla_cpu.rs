@@ -67,8 +67,8 @@ impl XlaCpu {
                 file.display()
             )
         })?;
-        let manifest: Manifest = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: {e}", file.display()))?;
+        let manifest: Manifest =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
         let x = XlaCpu {
             site: root.join(&manifest.site),
             plugin: root.join(&manifest.plugin.path),
@@ -232,6 +232,9 @@ mod tests {
             origin: "test".into(),
         };
         let e = for_env(&env, ("macos", "aarch64")).unwrap_err();
-        assert!(e.contains("Linux x86_64") && e.contains("macos aarch64"), "{e}");
+        assert!(
+            e.contains("Linux x86_64") && e.contains("macos aarch64"),
+            "{e}"
+        );
     }
 }

@@ -183,6 +183,10 @@ class Agent:
         compiling = getattr(torch.compiler, "is_compiling", lambda: False)
         torch_dir = os.path.dirname(torch.__file__)
         agent_dir = os.path.dirname(os.path.abspath(__file__))
+        skip = (torch_dir, agent_dir)
+        tt = sys.modules.get("torch_tpu")
+        if tt is not None and getattr(tt, "__file__", None):
+            skip += (os.path.dirname(tt.__file__),)
         getframe = sys._getframe
 
         def wrap(kind, original):
@@ -204,7 +208,9 @@ class Agent:
                     if self.is_cpu:
                         return original(self, *args, **kwargs)
                     depth = 0
-                    while f is not None and depth < 8 and f.f_code.co_filename.startswith(torch_dir):
+                    # Up to the script's line: past torch's frames and the agent's own wrappers
+                    # (phases.py's Module.__call__), which sit between the script and torch.
+                    while f is not None and depth < 16 and f.f_code.co_filename.startswith(skip):
                         f = f.f_back
                         depth += 1
                 counts = agent.sync_counts

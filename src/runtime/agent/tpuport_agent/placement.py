@@ -102,9 +102,11 @@ class Placement:
             objs = [params.get(n) for n in names]
             untied = any(o is not objs[0] for o in objs[1:])
             if untied:
-                what = "this move untied them"
+                what = "this move untied them (TorchTPU's tensors are not shallow-copy compatible with CPU ones): " \
+                       "they now train as two parameters"
             elif self.target == "sim" and to_tpu:
-                what = "the sim keeps the tie, but on TorchTPU this move unties them"
+                what = "on TorchTPU this move unties them (its tensors are not shallow-copy compatible with CPU " \
+                       "ones; the sim keeps the tie): there they would train as two parameters"
             else:
                 continue
             a, b = _module_of(names[0]), _module_of(names[1])
@@ -112,8 +114,7 @@ class Placement:
             self.agent.em.emit(
                 "warning", category="TiedWeights", file=frame[0], line=frame[1], step=self.agent.step,
                 params=names,
-                message=("%s and %s shared one weight before .to(), and %s (TorchTPU's tensors are not shallow-copy "
-                         "compatible with CPU ones): they now train as two parameters; %s"
+                message=("%s and %s shared one weight before .to(), and %s; %s"
                          % (names[0], names[1], what, FIX.format(a=names[0], b=names[1]))))
 
 

@@ -7,10 +7,13 @@ use what only a TPU's compiler has:
     (``computation_partitioner.cc ... Check failed``);
   - the ``LuDecomposition`` custom call (linalg.inv, linalg.solve, lu_factor): XLA:CPU has no
     handler for it;
-  - Mosaic ``tpu_custom_call`` kernels (scaled_dot_product_attention): TPU machine code.
+  - Mosaic ``tpu_custom_call`` kernels (scaled_dot_product_attention): TPU machine code;
+  - the PJRT host allocator (``Tensor.pin_memory()``, ``DataLoader(pin_memory=True)``): the CPU
+    plugin has none ("host memory allocator is not implemented for this client").
 These are not TPU gaps, so here they must run: the ops above run on the host CPU (their tensors
-go there and back: same results, host speed) and scaled_dot_product_attention runs in its math
-form (matmuls and softmax, which XLA:CPU compiles). Each is reported once as an emulation note
+go there and back: same results, host speed), scaled_dot_product_attention runs in its math
+form (matmuls and softmax, which XLA:CPU compiles), and ``pin_memory()`` returns the tensor as it
+is (pinned memory only speeds up copies). Each is reported once as an emulation note
 (a warning event with category ``XlaCpuGap``), never as a TPU gap. A compiled graph that holds
 one of them runs op by op (on a TPU it compiles whole), also noted.
 
@@ -56,11 +59,12 @@ SDPA_NOTE = ("scaled_dot_product_attention runs in its math form here (matmul, s
              "kernel is a Mosaic tpu_custom_call, which XLA:CPU cannot run; a TPU runs the kernel")
 
 
-def note(key, message):
-    """One warning event per gap (category XlaCpuGap), and one line on stderr. Never while
-    Dynamo traces: a side effect there would break the graph (and a graph break changes what
-    TorchTPU compiles); the compile guard notes what a compiled graph uses instead."""
-    if _TORCH is not None and _TORCH.compiler.is_compiling():
+def note(key, message, traced=True):
+    """One warning event per gap (category XlaCpuGap), and one line on stderr. Never from code
+    Dynamo traces (``traced``): a side effect there would break the graph (and a graph break
+    changes what TorchTPU compiles); the compile guard, which Dynamo calls and does not trace,
+    notes what a compiled graph uses instead."""
+    if traced and _TORCH is not None and _TORCH.compiler.is_compiling():
         return
     if key in _NOTED:
         return
@@ -142,9 +146,36 @@ def _sdpa(torch, original):
     return sdpa
 
 
+PIN_NOTE = ("pin_memory() returns the tensor unpinned here: the CPU PJRT plugin has no host allocator "
+            "(on a TPU VM TorchTPU pins it)")
+
+
+def _pin_memory(torch, original):
+    """Tensor.pin_memory: TorchTPU's, until the CPU plugin says it has no host allocator; then the
+    tensor itself (what pinning gives a copy is speed, not a different result)."""
+    state = {"unsupported": False}
+
+    def pin_memory(self, *args, **kwargs):
+        if not state["unsupported"]:
+            try:
+                return original(self, *args, **kwargs)
+            except RuntimeError as e:
+                if "host memory allocator is not implemented" not in str(e):
+                    raise
+                state["unsupported"] = True
+        note("pin_memory", PIN_NOTE)
+        return self
+
+    pin_memory.__doc__ = original.__doc__
+    pin_memory.__name__ = original.__name__
+    return pin_memory
+
+
 def _graph_gaps(gm):
-    """The XLA:CPU-gap names a Dynamo graph calls."""
-    found = set()
+    """The XLA:CPU-gap names a Dynamo graph calls, and where the first one is in the script."""
+    import re
+
+    found, where = set(), None
     for node in gm.graph.nodes:
         if node.op not in ("call_function", "call_method"):
             continue
@@ -153,7 +184,11 @@ def _graph_gaps(gm):
         name = str(name).split(".")[-1]
         if name in GRAPH_NAMES:
             found.add(name)
-    return found
+            if where is None:
+                sites = re.findall(r'File "([^"]+)", line (\d+)', node.meta.get("stack_trace") or "")
+                if sites:
+                    where = "%s:%s" % sites[-1]
+    return found, where
 
 
 def _guard_compile_backend(torch):
@@ -167,14 +202,12 @@ def _guard_compile_backend(torch):
     def tpu(gm, example_inputs, **kwargs):
         if any(getattr(n.target, "__name__", "") == "_scaled_dot_product_attention_math" or
                "_scaled_dot_product_attention_math" in str(n.target) for n in gm.graph.nodes):
-            note("scaled_dot_product_attention", SDPA_NOTE)
-        gaps = _graph_gaps(gm)
+            note("scaled_dot_product_attention", SDPA_NOTE, traced=False)
+        gaps, where = _graph_gaps(gm)
         if gaps:
-            code = gm.forward.__code__
-            where = "%s" % (getattr(gm, "_tpuport_name", None) or code.co_name)
             note("compiled:" + ",".join(sorted(gaps)),
-                 "a compiled graph (%s) uses %s, which XLA:CPU cannot compile under TorchTPU: it runs op by op here "
-                 "(a TPU compiles it whole)" % (where, ", ".join(sorted(gaps))))
+                 "a compiled graph (at %s) uses %s, which XLA:CPU cannot compile under TorchTPU: it runs op by op here "
+                 "(a TPU compiles it whole)" % (where or "?", ", ".join(sorted(gaps))), traced=False)
             return gm.forward
         return real(gm, example_inputs, **kwargs)
 
@@ -199,6 +232,7 @@ def install(torch, emit):
     import torch.nn.functional as F
 
     F.scaled_dot_product_attention = _sdpa(torch, F.scaled_dot_product_attention)
+    torch.Tensor.pin_memory = _pin_memory(torch, torch.Tensor.pin_memory)
 
 
 def on_dynamo(torch):
