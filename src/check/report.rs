@@ -223,12 +223,29 @@ pub fn markdown(c: &Checked) -> String {
     for sec in &c.sections {
         section_md(&mut s, sec);
     }
-    let _ = writeln!(s, "![HBM per chip](hbm.svg)\n\n![compiles](compiles.svg)\n");
+    let _ = writeln!(s, "![HBM per chip](hbm.svg)\n");
+    match no_compiles(c) {
+        Some(note) => {
+            let _ = writeln!(s, "{note}\n");
+        }
+        None => {
+            let _ = writeln!(s, "![compiles](compiles.svg)\n");
+        }
+    }
     let _ = writeln!(
         s,
         "The port's changes: [port.diff](port.diff); the copies and both events files: `work/`, `original.jsonl`, `port.jsonl`."
     );
     s
+}
+
+/// What the report says in place of the compiles chart when the port compiled nothing (an
+/// empty chart would say it less clearly).
+fn no_compiles(c: &Checked) -> Option<String> {
+    (c.port.compiles == 0).then(|| {
+        "Compiles over time: no compiles (the port's run compiled nothing, so there is no chart)."
+            .to_string()
+    })
 }
 
 fn esc(t: &str) -> String {
@@ -277,6 +294,9 @@ pub fn html(c: &Checked, svgs: &[(&str, &str)]) -> String {
     for (name, svg) in svgs {
         let body = svg.find("<svg").map(|i| &svg[i..]).unwrap_or(svg);
         let _ = writeln!(s, "<figure id=\"chart-{name}\">{body}</figure>");
+    }
+    if let Some(note) = no_compiles(c) {
+        let _ = writeln!(s, "<p id=\"chart-compiles\">{}</p>", esc(&note));
     }
     let _ = writeln!(
         s,
@@ -334,16 +354,27 @@ pub fn write(out: &Path, c: &Checked, port: &Port, full: bool) -> Result<()> {
     }
     let loss = charts::losses(&c.losses)?;
     let hbm = charts::hbm(&c.fit)?;
-    let compiles = charts::compiles(&aggregate(&out.join("port.jsonl")))?;
+    let compiles = match no_compiles(c) {
+        None => Some(charts::compiles(&aggregate(&out.join("port.jsonl")))?),
+        Some(_) => None,
+    };
     write_atomic(&out.join("loss.svg"), loss.as_bytes())?;
     write_atomic(&out.join("hbm.svg"), hbm.as_bytes())?;
-    write_atomic(&out.join("compiles.svg"), compiles.as_bytes())?;
+    let mut svgs = vec![("loss", loss.as_str()), ("hbm", hbm.as_str())];
+    match &compiles {
+        Some(svg) => {
+            write_atomic(&out.join("compiles.svg"), svg.as_bytes())?;
+            svgs.push(("compiles", svg));
+        }
+        // No chart: the report says "no compiles" (and an older report's chart goes; the
+        // report does not link it, so a failure to remove it is no failure of the report).
+        None => {
+            let _ = std::fs::remove_file(out.join("compiles.svg"));
+        }
+    }
     write_atomic(&out.join("port.diff"), port.diff.as_bytes())?;
     write_atomic(&out.join("report.md"), markdown(c).as_bytes())?;
-    let page = html(
-        c,
-        &[("loss", &loss), ("hbm", &hbm), ("compiles", &compiles)],
-    );
+    let page = html(c, &svgs);
     write_atomic(&out.join("report.html"), page.as_bytes())?;
     write_atomic(
         &out.join("report.json"),

@@ -84,9 +84,6 @@ pub struct Aggregator {
     pub summary: Summary,
     /// `t` of each step event; `summary.step_times[i]` is its duration.
     pub step_t: Vec<f64>,
-    /// Samples / tokens per step (NaN where a step did not say); empty until a step reports one.
-    pub step_samples: Vec<f32>,
-    pub step_tokens: Vec<f32>,
     pub memory: Vec<MemPoint>,
     pub compiles: Vec<CompilePoint>,
     /// The latest compile events, oldest first (at most [`MAX_COMPILE_ROWS`]).
@@ -135,10 +132,7 @@ impl Aggregator {
         self.summary.add(e);
         match e {
             Event::Step(s) => {
-                let i = self.step_t.len();
                 self.step_t.push(s.t);
-                push_opt(&mut self.step_samples, i, s.samples);
-                push_opt(&mut self.step_tokens, i, s.tokens);
             }
             Event::Compile(c) => {
                 if c.status == "limit_hit" {
@@ -236,20 +230,8 @@ impl Aggregator {
         }
         let a_steady = if a == 0 && b > 2 { 1 } else { a };
         let steady = &times[a_steady..b];
-        let rate = |v: &Vec<f32>| -> Option<f64> {
-            if v.is_empty() {
-                return None;
-            }
-            let (mut n, mut secs) = (0.0, 0.0);
-            for (i, dt) in times.iter().enumerate().take(b).skip(a_steady) {
-                let x = v.get(i).copied().unwrap_or(f32::NAN);
-                if !x.is_nan() {
-                    n += x as f64;
-                    secs += dt;
-                }
-            }
-            (secs > 0.0).then(|| n / secs)
-        };
+        // The same figure as the step lines' (over other steps): see Summary::throughput_of.
+        let rate = self.summary.throughput_of(a, b);
         let first_step = a as u64 + 1;
         let last_step = b as u64;
         let syncs: u64 = self
@@ -262,8 +244,8 @@ impl Aggregator {
             steps: b - a,
             p50: select_percentile(steady, 0.5),
             p90: select_percentile(steady, 0.9),
-            samples_per_s: rate(&self.step_samples),
-            tokens_per_s: rate(&self.step_tokens),
+            samples_per_s: rate.samples_per_s,
+            tokens_per_s: rate.tokens_per_s,
             syncs_per_step: Some(syncs as f64 / (b - a) as f64),
             breakdown: self.summary.breakdown_of(a, b),
         }
@@ -309,7 +291,7 @@ impl Aggregator {
         use std::mem::size_of;
         self.summary.step_times.capacity() * 8
             + self.step_t.capacity() * 8
-            + (self.step_samples.capacity() + self.step_tokens.capacity()) * 4
+            + (self.summary.step_samples.capacity() + self.summary.step_tokens.capacity()) * 4
             + self.summary.step_phases.capacity()
                 * std::mem::size_of::<super::breakdown::StepPhases>()
             + self.memory.capacity() * size_of::<MemPoint>()
@@ -322,17 +304,6 @@ impl Aggregator {
                 .map(|l| l.line.capacity() + l.stream.capacity())
                 .sum::<usize>()
             + self.logs.capacity() * size_of::<LogLine>()
-    }
-}
-
-fn push_opt(v: &mut Vec<f32>, i: usize, x: Option<f64>) {
-    match x {
-        Some(x) => {
-            v.resize(i, f32::NAN);
-            v.push(x as f32);
-        }
-        None if !v.is_empty() => v.push(f32::NAN),
-        None => {}
     }
 }
 
@@ -449,8 +420,8 @@ mod tests {
             sites: vec![("a.py:3".into(), 2)],
             ..Default::default()
         }));
-        assert_eq!(a.step_samples.len(), 3);
-        assert!(a.step_samples[0].is_nan());
+        assert_eq!(a.summary.step_samples.len(), 3);
+        assert!(a.summary.step_samples[0].is_nan());
         let w = a.window_stats(0.0, 10.0);
         assert_eq!(w.steps, 3);
         assert!((w.p50.unwrap() - 0.15).abs() < 1e-12);

@@ -46,6 +46,25 @@ pub struct ChartSpec {
     pub series: Vec<Series>,
     /// Where the legend goes: away from where the lines usually end.
     pub legend: SeriesLabelPosition,
+    /// The axis counts whole things (steps, compiles): labelled `1, 2, 3`, never `1.0, 1.5`.
+    pub whole_x: bool,
+    pub whole_y: bool,
+}
+
+/// How many labels an axis over `lo..hi` may have for plotters to put them on whole numbers
+/// only (at most its default 10): with no more labels than whole numbers in the range, its
+/// nice steps (1, 2, 5, 10, ...) are whole.
+pub fn whole_labels(lo: f64, hi: f64) -> usize {
+    ((hi - lo).max(0.0).floor() as usize + 1).min(10)
+}
+
+/// The label of a whole-number axis: `3`, not `3.0` (nothing between whole numbers).
+pub fn whole(x: &f64) -> String {
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{:.0}", x.round())
+    } else {
+        String::new()
+    }
 }
 
 /// Run colours: A blue, B orange.
@@ -101,6 +120,8 @@ pub fn step_time(runs: &[(&str, &Aggregator)]) -> ChartSpec {
         y_label: "ms".into(),
         series,
         legend: SeriesLabelPosition::UpperRight,
+        whole_x: true,
+        whole_y: false,
     }
 }
 
@@ -146,6 +167,8 @@ pub fn memory(runs: &[(&str, &Aggregator)]) -> ChartSpec {
         y_label: "GiB".into(),
         series,
         legend: SeriesLabelPosition::LowerRight,
+        whole_x: false,
+        whole_y: false,
     }
 }
 
@@ -172,6 +195,8 @@ pub fn compiles(runs: &[(&str, &Aggregator)]) -> ChartSpec {
         y_label: "compiles".into(),
         series,
         legend: SeriesLabelPosition::LowerRight,
+        whole_x: false,
+        whole_y: true,
     }
 }
 
@@ -325,13 +350,19 @@ where
         .y_label_area_size(60)
         .build_cartesian_2d(0.0..x1, 0.0..y1)
         .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc(&spec.x_label)
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(&spec.x_label)
         .y_desc(&spec.y_label)
-        .label_style(("sans-serif", 14))
-        .draw()
-        .map_err(err)?;
+        .label_style(("sans-serif", 14));
+    if spec.whole_x {
+        mesh.x_labels(whole_labels(0.0, x1))
+            .x_label_formatter(&whole);
+    }
+    if spec.whole_y {
+        mesh.y_labels(whole_labels(0.0, y1))
+            .y_label_formatter(&whole);
+    }
+    mesh.draw().map_err(err)?;
     for s in &spec.series {
         let color = s.color;
         let style = if s.reference {
@@ -378,4 +409,65 @@ pub fn png(spec: &impl Drawable) -> Result<Vec<u8>> {
     w.write_image_data(&rgb)?;
     w.finish()?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::event::{Compile, Event, Step};
+
+    /// The text of every `<text>` element of an SVG.
+    fn texts(svg: &str) -> Vec<String> {
+        svg.split("</text>")
+            .filter_map(|t| t.rsplit_once('>').map(|(_, s)| s.trim().to_string()))
+            .filter(|t| !t.is_empty())
+            .collect()
+    }
+
+    /// Steps and compiles are counted: their axes say `1, 2, 3`, never `1.0, 1.5`.
+    #[test]
+    fn steps_and_compiles_are_labelled_as_whole_numbers() {
+        let mut a = Aggregator::new();
+        for n in 1..=5u64 {
+            a.add(&Event::Step(Step {
+                t: n as f64,
+                step: n,
+                dt: 0.01 * n as f64,
+                ..Default::default()
+            }));
+        }
+        // Over 40 s, so the seconds axis is labelled in fives.
+        a.add(&Event::Step(Step {
+            t: 40.0,
+            step: 6,
+            dt: 0.05,
+            ..Default::default()
+        }));
+        for t in [1.5, 3.5] {
+            a.add(&Event::Compile(Compile {
+                t,
+                kind: "forward".into(),
+                status: "ok".into(),
+                ..Default::default()
+            }));
+        }
+        let steps = texts(&svg(&step_time(&[("a", &a)])).unwrap());
+        for want in ["2", "3", "4", "5", "6"] {
+            assert!(steps.iter().any(|x| x == want), "no {want}: {steps:?}");
+        }
+        assert!(!steps.iter().any(|x| x == "2.5" || x == "3.0"), "{steps:?}");
+        let compiles = texts(&svg(&compiles(&[("a", &a)])).unwrap());
+        for want in ["0", "1", "2"] {
+            assert!(
+                compiles.iter().any(|x| x == want),
+                "no {want}: {compiles:?}"
+            );
+        }
+        assert!(
+            !compiles
+                .iter()
+                .any(|x| ["0.5", "1.0", "1.5", "2.0"].contains(&x.as_str())),
+            "{compiles:?}"
+        );
+    }
 }

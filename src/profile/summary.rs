@@ -20,6 +20,9 @@ pub struct Summary {
     /// Per step: its phases (see [`breakdown`]); empty until a step reports them, NaN where a
     /// step did not.
     pub step_phases: Vec<StepPhases>,
+    /// Samples / tokens per step (NaN where a step did not say); empty until a step reports one.
+    pub step_samples: Vec<f32>,
+    pub step_tokens: Vec<f32>,
     /// Per step: seconds in timed torch.distributed collectives (`collective_s`, ranks of a
     /// multi-process run); empty until a step reports it, 0 where a step did not.
     pub step_collective: Vec<f32>,
@@ -95,6 +98,9 @@ impl Summary {
                     .unwrap_or(false);
                 self.step_sampled.push(sampled);
                 self.sampled_steps += usize::from(sampled);
+                let i = self.step_times.len() - 1;
+                push_opt(&mut self.step_samples, i, s.samples);
+                push_opt(&mut self.step_tokens, i, s.tokens);
                 if let Some(c) = s.extra.get("collective_s").and_then(|v| v.as_f64()) {
                     let before = self.step_times.len() - 1;
                     self.step_collective.resize(before, 0.0);
@@ -211,6 +217,31 @@ impl Summary {
         )
     }
 
+    /// Samples and tokens per second over the steady steps among steps `a..b` (0-based; the
+    /// same steps as the step-time statistics) that report a count: their counts over their
+    /// time. One figure over many steps, so a script whose batch size varies from step to step
+    /// gets its real throughput, not one step's.
+    pub fn throughput_of(&self, a: usize, b: usize) -> Throughput {
+        let rate = |counts: &[f32]| -> Option<f64> {
+            if counts.is_empty() {
+                return None;
+            }
+            let (mut n, mut secs) = (0.0, 0.0);
+            for i in a..b.min(self.step_times.len()) {
+                let x = counts.get(i).copied().unwrap_or(f32::NAN);
+                if !x.is_nan() && self.steady_step(i) {
+                    n += x as f64;
+                    secs += self.step_times[i];
+                }
+            }
+            (secs > 0.0).then(|| n / secs)
+        };
+        Throughput {
+            samples_per_s: rate(&self.step_samples),
+            tokens_per_s: rate(&self.step_tokens),
+        }
+    }
+
     /// HBM per device: from the memory events, else the chip table (`run_start.hbm_bytes`).
     pub fn capacity(&self) -> Option<u64> {
         self.hbm_capacity
@@ -306,6 +337,26 @@ impl Summary {
     }
 }
 
+/// Samples and tokens per second over some steps ([`Summary::throughput_of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Throughput {
+    pub samples_per_s: Option<f64>,
+    pub tokens_per_s: Option<f64>,
+}
+
+/// Set `v[i]` to `x`, NaN-filling the steps before that did not report; nothing is kept until
+/// some step reports.
+fn push_opt(v: &mut Vec<f32>, i: usize, x: Option<f64>) {
+    match x {
+        Some(x) => {
+            v.resize(i, f32::NAN);
+            v.push(x as f32);
+        }
+        None if !v.is_empty() => v.push(f32::NAN),
+        None => {}
+    }
+}
+
 pub fn percentile(values: &[f64], q: f64) -> Option<f64> {
     if values.is_empty() {
         return None;
@@ -381,6 +432,37 @@ mod tests {
         // Every step sampled (--hbm-track full is not marked; this is a short run): all count.
         let all = Summary::from_events(&evs[..2]);
         assert_eq!(all.median_step(), Some(1.25));
+    }
+
+    #[test]
+    fn throughput_counts_the_steady_steps_that_report() {
+        let step = |n: u64, dt: f64, samples: Option<f64>, sampled: bool| {
+            let mut extra = serde_json::Map::new();
+            if sampled {
+                extra.insert("hbm_sampled".into(), serde_json::Value::Bool(true));
+            }
+            Event::Step(Step {
+                step: n,
+                dt,
+                samples,
+                extra,
+                ..Step::default()
+            })
+        };
+        // Start-up (left out), 64 + 32 samples in 30 ms, a step without a count, and a step the
+        // HBM tracker slowed (left out, as from the step times).
+        let s = Summary::from_events(&[
+            step(1, 5.0, Some(64.0), false),
+            step(2, 0.01, Some(64.0), false),
+            step(3, 0.02, Some(32.0), false),
+            step(4, 0.5, None, false),
+            step(5, 0.5, Some(32.0), true),
+        ]);
+        let all = s.throughput_of(0, 5);
+        assert!((all.samples_per_s.unwrap() - 96.0 / 0.03).abs() < 1e-6);
+        assert_eq!(all.tokens_per_s, None);
+        assert!((s.throughput_of(2, 3).samples_per_s.unwrap() - 1600.0).abs() < 1e-6);
+        assert_eq!(s.throughput_of(3, 4).samples_per_s, None);
     }
 
     #[test]

@@ -62,7 +62,8 @@ pub struct App {
     /// The script has ended: the summary screen is shown (`s` toggles back to the dashboard).
     pub show_summary: bool,
     pub ended: bool,
-    /// The user asked to stop the script; leave as soon as it has ended.
+    /// The user asked to stop the script, or pressed `q` and the script ended before they
+    /// answered; leave as soon as it has ended.
     pub leaving: bool,
     /// `tpuport top`: there is no script to stop, `q` leaves at once.
     pub attached: bool,
@@ -115,11 +116,13 @@ impl App {
         (start.min(end), end)
     }
 
-    /// The script ended: show the summary screen.
+    /// The script ended: show the summary screen; or, if the user was being asked whether to
+    /// stop it and quit, leave without asking for another `q` (they asked to leave).
     pub fn script_ended(&mut self) {
         if !self.ended {
             self.ended = true;
             self.show_summary = true;
+            self.leaving |= self.confirm_quit;
             self.confirm_quit = false;
             self.dirty = true;
         }

@@ -1,8 +1,8 @@
 //! The dashboard in a real terminal: `tpuport run` under tmux (send-keys, capture-pane) shows
-//! the step counter advancing, freezes, asks before quitting a running script, stops it, and
-//! gives back a terminal where the shell prompt works; `tpuport top` follows a file as another
-//! process appends to it; `tpuport migrate -i` accepts, skips and edits fixes, and the file on
-//! disk has exactly the accepted ones. Without tmux the tests skip, saying so on stderr, except
+//! the step counter advancing, freezes, asks before quitting a running script (and leaves if it
+//! ends before the answer), stops it, and gives back a terminal where the shell prompt works;
+//! `tpuport top` follows a file as another process appends to it; `tpuport migrate -i` accepts,
+//! skips and edits fixes, and the file on disk has exactly the accepted ones. Without tmux the tests skip, saying so on stderr, except
 //! under CI (`CI` set) or with `TPUPORT_REQUIRE_TMUX=1`, where they fail. Each test uses its own
 //! tmux server (`-L`), killed at the end even on failure.
 
@@ -186,6 +186,38 @@ fn dashboard_in_a_real_terminal() {
         last.contains("\"run_end\"") && last.contains("\"interrupted\""),
         "{last}"
     );
+}
+
+/// `q` while the script runs, and the script ends before the question is answered: the user
+/// asked to leave, so the dashboard goes without a second `q` on the summary screen.
+#[test]
+fn quit_asked_as_the_script_ends_leaves() {
+    if !have_tmux() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (script, done) = (dir.path().join("loop.py"), dir.path().join("done"));
+    let code = "import os, sys, time\nimport tpuport\nwhile not os.path.exists(sys.argv[1]):\n    \
+                time.sleep(0.1)\n    tpuport.step(samples=8)\n";
+    std::fs::write(&script, code).unwrap();
+    let t = start("quit-end");
+    let line = format!(
+        "VIRTUAL_ENV={} {} run --target host --events {} {} {}",
+        venv().display(),
+        env!("CARGO_BIN_EXE_tpuport"),
+        dir.path().join("e.jsonl").display(),
+        script.display(),
+        done.display()
+    );
+    t.send(&[&line, "Enter"]);
+    t.wait("steps", 60, |s| step_on(s).is_some_and(|n| n >= 2));
+    t.send(&["q"]);
+    t.wait("the quit question", 10, |s| s.contains("Stop it and quit?"));
+    std::fs::write(&done, "").unwrap();
+    let s = t.wait("the prompt, with no second q", 30, |s| {
+        s.contains("events: ") && s.trim_end().ends_with("READY$")
+    });
+    assert!(s.contains("finished (exit 0)"), "{s}");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 """Check the DOM of a `tpuport check` HTML report (tests/integration/check.rs): a well-formed page
-(every element closed in order), its verdict, the six sections, the loss table, and three inline
-SVG charts that draw something. Prints what is wrong and exits 1."""
+(every element closed in order), its verdict, the six sections, the loss table, and the inline
+SVG charts that draw something: loss, HBM, and compiles unless the port compiled nothing (then a
+"no compiles" line in its place). Prints what is wrong and exits 1."""
 import sys
 from html.parser import HTMLParser
 
@@ -49,8 +50,12 @@ def main(path):
     rows = text.split('<table id="sections">', 1)[-1].split("</table>", 1)[0].count("<tr>") - 1
     if rows != 6:
         problems.append("the sections table has %d rows, not 6" % rows)
-    if dom.counts.get("svg", 0) < 3:
-        problems.append("%d inline SVG charts, not 3" % dom.counts.get("svg", 0))
+    compiles = dom.ids.get("chart-compiles", {}).get("tag")
+    if compiles == "p" and "no compiles" not in text:
+        problems.append("#chart-compiles is no chart and does not say 'no compiles'")
+    charts = 3 if compiles == "figure" else 2
+    if dom.counts.get("svg", 0) < charts:
+        problems.append("%d inline SVG charts, not %d" % (dom.counts.get("svg", 0), charts))
     if dom.counts.get("path", 0) + dom.counts.get("polyline", 0) + dom.counts.get("rect", 0) < 10:
         problems.append("the charts draw almost nothing")
     for p in problems:

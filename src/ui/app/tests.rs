@@ -25,6 +25,24 @@ fn quit_asks_while_running() {
     assert_eq!(a.key(key(KeyCode::Char('q')), 1.0), Some(Action::Leave));
 }
 
+/// `q` while the script runs, and it ends before the question is answered: the user asked to
+/// leave, so the dashboard leaves, with no second `q` on the summary screen.
+#[test]
+fn quit_asked_then_the_script_ends_leaves() {
+    let mut a = App::new(false);
+    assert_eq!(a.key(key(KeyCode::Char('q')), 1.0), None);
+    assert!(a.confirm_quit);
+    a.script_ended();
+    assert!(!a.confirm_quit);
+    assert!(a.leaving, "the script ended while asking: leave");
+    // A `q` answered with no (or never pressed) does not leave on its own.
+    let mut a = App::new(false);
+    a.key(key(KeyCode::Char('q')), 1.0);
+    a.key(key(KeyCode::Char('n')), 1.0);
+    a.script_ended();
+    assert!(!a.leaving && a.show_summary);
+}
+
 #[test]
 fn freeze_window_rate() {
     let mut a = App::new(true);

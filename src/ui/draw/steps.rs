@@ -99,6 +99,8 @@ pub fn draw(
 }
 
 /// `30 steps in 6s  p50 3.1 ms  p90 3.7 ms  3255 samples/s  (step 1: 5.80 s, not charted)`.
+/// The rates are the window's [`Summary::throughput_of`](crate::profile::summary::Summary::throughput_of),
+/// the figure the step lines give for their latest steps.
 fn numbers(agg: &Aggregator, view: (f64, f64), stats: &WindowStats) -> Line<'static> {
     let mut parts = vec![Span::raw(format!(
         "{} steps in {}",
