@@ -195,6 +195,9 @@ struct NumericsArgs {
     /// TPU generation to simulate.
     #[arg(long, value_parser = chip_parser())]
     chip: Option<&'static Chip>,
+    /// Where both runs go: auto (xla-cpu where installed, else the sim), xla-cpu or sim.
+    #[arg(long, value_enum, default_value_t = TargetArg::Auto)]
+    target: TargetArg,
     /// Python interpreter or venv (default: $VIRTUAL_ENV, else the project venv, else python3).
     #[arg(long, value_name = "PATH")]
     python: Option<PathBuf>,
@@ -225,6 +228,10 @@ struct CheckArgs {
     /// Seconds each of the two runs may take.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
+    /// Where the port runs: auto (a TPU if attached, else xla-cpu where installed, else the
+    /// sim), tpu, xla-cpu or sim. The original always runs on the host.
+    #[arg(long, value_enum, default_value_t = TargetArg::Auto)]
+    target: TargetArg,
     /// Python interpreter or venv (default: $VIRTUAL_ENV, else the project venv, else python3).
     #[arg(long, value_name = "PATH")]
     python: Option<PathBuf>,

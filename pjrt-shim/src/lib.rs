@@ -185,7 +185,7 @@ pub unsafe extern "C" fn client_create(args: *mut ClientCreateArgs) -> *mut c_vo
         let item = unsafe { orig.cast::<u8>().add(i * stride) };
         let nv = unsafe { &*item.cast::<NamedValue>() };
         let name = unsafe { nv.name() };
-        let keep_it = keep.iter().any(|k| *k == name);
+        let keep_it = keep.contains(&name);
         if verbose() {
             eprintln!(
                 "[tpuport pjrt-shim] PJRT_Client_Create option '{name}' (type {}): {}",

@@ -44,6 +44,8 @@ pub struct CheckOptions {
     pub rtol: f64,
     /// Seconds each run may take.
     pub timeout: Option<std::time::Duration>,
+    /// Where the port runs (auto: as `tpuport run` would).
+    pub target: TargetRequest,
 }
 
 pub fn check(opts: CheckOptions) -> Result<i32> {
@@ -128,7 +130,7 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
     }
     say(&format!(
         "running the port on {} ({} steps)",
-        port_target_words(opts.python.as_deref()),
+        port_target_words(opts.target, opts.python.as_deref()),
         opts.steps
     ));
     let mut sim = one_run(
@@ -136,7 +138,7 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
         port_dir.join(&name),
         &port_events,
         Request {
-            target: TargetRequest::Auto,
+            target: opts.target,
             mode: Mode::Strict,
             cpu_fallback: true,
             ..Request::default()
@@ -269,12 +271,12 @@ fn one_run(
 }
 
 /// Where the port will run, for the progress line (the run decides the same way).
-fn port_target_words(python: Option<&Path>) -> String {
-    let auto = Request {
-        target: TargetRequest::Auto,
+fn port_target_words(target: TargetRequest, python: Option<&Path>) -> String {
+    let request = Request {
+        target,
         ..Request::default()
     };
-    match crate::runtime::resolve(&auto, python) {
+    match crate::runtime::resolve(&request, python) {
         Ok((_, plan)) => format!("{} ({})", plan.target.as_str(), plan.reason),
         Err(_) => "the sim".into(),
     }

@@ -18,6 +18,7 @@ pub(super) fn numerics(a: NumericsArgs) -> Result<u8> {
         precision: a.precision.into(),
         python: a.python,
         chip: a.chip,
+        target: port_target(a.target, "numerics")?,
     })?;
     Ok(code.clamp(0, 255) as u8)
 }
@@ -32,6 +33,7 @@ pub(super) fn check(a: CheckArgs) -> Result<u8> {
         bail!("--rtol must be a positive number, got {}", a.rtol);
     }
     let code = tpuport::check::check(tpuport::check::CheckOptions {
+        target: port_target(a.target, "check")?,
         script: a.script,
         args: a.args,
         steps: a.steps,
@@ -42,6 +44,17 @@ pub(super) fn check(a: CheckArgs) -> Result<u8> {
         timeout: a.timeout.map(std::time::Duration::from_secs_f64),
     })?;
     Ok(code.clamp(0, 255) as u8)
+}
+
+/// `--target` of a command that runs a port (check, numerics): the host runs the original, not
+/// a port.
+fn port_target(t: TargetArg, command: &str) -> Result<tpuport::runtime::target::TargetRequest> {
+    if matches!(t, TargetArg::Host) {
+        bail!(
+            "`tpuport {command} --target host`: the port needs a TPU target (tpu, xla-cpu or sim); the host runs the original"
+        );
+    }
+    Ok(t.into())
 }
 
 /// The command line each rank's `tpuport run` gets: this one's flags before the script, without

@@ -23,6 +23,8 @@ pub struct NumericsOptions {
     pub precision: Precision,
     pub python: Option<PathBuf>,
     pub chip: Option<&'static Chip>,
+    /// Where both runs go (auto: xla-cpu where installed, else the sim).
+    pub target: TargetRequest,
 }
 
 #[derive(Deserialize)]
@@ -75,7 +77,7 @@ pub fn numerics(opts: NumericsOptions) -> Result<i32> {
             // Where `tpuport run` would run it without a TPU: xla-cpu where installed (TorchTPU's
             // own precision setting, emulated on its matmul kernels), else the sim.
             request: Request {
-                target: TargetRequest::Auto,
+                target: opts.target,
                 mode: Mode::Strict,
                 precision,
                 chip: opts.chip,

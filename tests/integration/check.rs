@@ -81,7 +81,7 @@ fn gpt_example_report_matches_its_events_and_leaves_the_files_alone() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("report");
     let run = tpuport(&venv, 900)
-        .arg("check")
+        .args(["check", "--target", "sim"])
         .arg(example.join("train.py"))
         .arg("-o")
         .arg(&out)
@@ -304,7 +304,7 @@ fn an_op_a_tpu_lacks_and_a_triton_kernel_are_blocked_with_the_line() {
     let venv = venv();
     let check = |name: &str| -> Value {
         let run = tpuport(&venv, 600)
-            .arg("check")
+            .args(["check", "--target", "sim"])
             .arg(repo().join(format!("tests/data/check/{name}/train.py")))
             .args(["--output-format", "json"])
             .output()
@@ -341,7 +341,7 @@ fn an_op_a_tpu_lacks_and_a_triton_kernel_are_blocked_with_the_line() {
     )
     .unwrap();
     let broken = tpuport(&venv, 300)
-        .arg("check")
+        .args(["check", "--target", "sim"])
         .arg(dir.path().join("train.py"))
         .output()
         .unwrap();

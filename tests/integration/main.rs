@@ -25,3 +25,4 @@ mod tmux;
 mod ui;
 mod watch;
 mod xla;
+mod xla_cpu;

@@ -137,7 +137,14 @@ fn sim_target_in_the_subprocess_runtime() {
     let dir = tempfile::tempdir().unwrap();
     let ev = dir.path().join("ev.jsonl");
     let out = tpuport(&venv)
-        .args(["run", "--subprocess", "--no-tui", "--events"])
+        .args([
+            "run",
+            "--target",
+            "sim",
+            "--subprocess",
+            "--no-tui",
+            "--events",
+        ])
         .arg(&ev)
         .arg(script("sim_device.py"))
         .assert()

@@ -409,7 +409,7 @@ fn hbm_tracker_strict_hbm_and_defer_fuse_syncs() {
 fn numerics_compares_float32_with_tpu_precision() {
     let venv = venv();
     let out = tpuport(&venv)
-        .args(["numerics", "--steps", "5"])
+        .args(["numerics", "--target", "sim", "--steps", "5"])
         .arg(repo().join("examples/tpu/train_mlp.py"))
         .output()
         .unwrap();

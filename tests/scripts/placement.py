@@ -1,6 +1,6 @@
 """Where the model trains (tests/integration/xla_cpu.rs): a tied embedding/output weight moved to
-the TPU, and a second model left on the CPU (a device chosen by CUDA availability), each trained
-one step. The agent must report both (TiedWeights, DevicePlacement)."""
+the TPU, and a second model left on the CPU (its `.to(device)` forgotten), each trained one step.
+The agent must report both (TiedWeights, DevicePlacement)."""
 import torch
 from torch import nn
 
@@ -26,10 +26,9 @@ loss = nn.functional.cross_entropy(model(x).flatten(0, 1), x.flatten())
 loss.backward()
 opt.step()
 
-# The migrated-but-wrong device choice: no CUDA on a TPU VM, so the CPU.
-cpu_device = "cuda" if torch.cuda.is_available() else "cpu"
-net = nn.Linear(4, 2).to(cpu_device)
+# A second model whose move was forgotten: it trains on the host CPU, on a TPU VM too.
+net = nn.Linear(4, 2)
 opt2 = torch.optim.SGD(net.parameters(), lr=0.1)
-net(torch.randn(3, 4, device=cpu_device)).sum().backward()
+net(torch.randn(3, 4)).sum().backward()
 opt2.step()
 print("trained")
