@@ -232,3 +232,38 @@ fn a_model_on_the_cpu_and_untied_weights_are_reported_by_run_and_check() {
     );
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// The sim's copy of TorchTPU cannot drift unseen: its API checks (tests/scripts/sim_api.py)
+/// hold on TorchTPU itself, and TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS, set at the start, makes the
+/// internal helpers warn once on both.
+#[test]
+fn the_sims_api_checks_hold_on_torch_tpu() {
+    if !installed() {
+        return;
+    }
+    let venv = venv();
+    let out = tpuport(&venv)
+        .args(["run", "--target", "xla-cpu", "--no-tui", "--cpu-fallback"])
+        .arg(repo().join("tests/scripts/sim_api.py"))
+        .output()
+        .unwrap();
+    let stdout = success(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("operator 'aten::median' is not implemented for TPU. Falling back to CPU"),
+        "TorchTPU's own CPU fallback: {stderr}"
+    );
+    crate::sim::every_api_check_passed(&stdout);
+    for target in ["sim", "xla-cpu"] {
+        let out = tpuport(&venv)
+            .args(["run", "--no-tui", "--target", target])
+            .env("TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS", "1")
+            .arg(repo().join("tests/scripts/sim_legacy.py"))
+            .output()
+            .unwrap();
+        assert!(
+            success(&out).contains("ok legacy device APIs warn once"),
+            "{target}"
+        );
+    }
+}

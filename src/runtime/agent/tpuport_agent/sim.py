@@ -52,19 +52,20 @@ TAKE_CHECK = (
 
 
 class SimDevice(str):
-    """What ``torch.accelerator.current_accelerator()`` gives the script on the sim target: the
-    string ``"tpu:0"`` with ``.type == "tpu"`` and ``.index == 0``, which torch accepts wherever a
-    device goes and the sim maps to the host (a torch.device of type "tpu" cannot exist without
+    """What ``torch.accelerator.current_accelerator()`` gives the script on the sim target: what
+    TorchTPU gives, ``device(type='tpu')`` with ``.index`` None (so ``f"{acc}:{rank}"`` is
+    ``tpu:0``, as FSDP2's device mesh builds it). A str, which torch accepts wherever a device
+    goes and the sim maps to the host (a torch.device of type "tpu" cannot exist without
     TorchTPU)."""
 
     type = "tpu"
-    index = 0
+    index = None
 
     def __new__(cls):
-        return str.__new__(cls, "tpu:0")
+        return str.__new__(cls, "tpu")
 
     def __repr__(self):
-        return "device(type='tpu', index=0)"
+        return "device(type='tpu')"
 
 
 def _is_tpu(d):
@@ -210,9 +211,11 @@ def _install_accelerator(torch):
         return device.index or 0
 
     def set_device_index(device, /):
+        # TorchTPU's answer in a process with one addressable device (a TPU VM process under
+        # torchrun; xla-cpu): index 0 only.
         if _index(device) != 0:
-            raise RuntimeError("[tpuport sim] invalid device index %d: the sim target has one tpu device per "
-                               "process (run one process per device with torchrun)" % _index(device))
+            raise RuntimeError("Device index %d is out of bounds of the number of addressable devices 1"
+                               % _index(device))
 
     def synchronize(device=None, /):
         host_sync()
@@ -265,25 +268,36 @@ def _install_accelerator(torch):
 
 def _install_compile(torch):
     """TorchTPU's torch.compile defaults on the host: backend "tpu", dynamic=False (so every new
-    shape recompiles), and its errors for dynamic=True and Inductor."""
+    shape recompiles), and its errors for dynamic=True, Inductor and Inductor's ``mode``, raised
+    as TorchTPU raises them: at the first call, by the backend, so Dynamo reports them as
+    ``BackendCompilerFailed``."""
     import functools
 
     original = torch.compile
 
+    def failing(name, error):
+        def backend(gm, example_inputs, **kwargs):
+            raise error
+
+        backend.__name__ = name
+        return backend
+
     @functools.wraps(original)
     def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=None, options=None, disable=False):
+        selector = backend is None
         tpu_backend = backend is None or backend == "tpu"
-        if tpu_backend:
-            if dynamic:
-                raise NotImplementedError(DYNAMIC_ERROR)
-            if mode is not None:
-                raise RuntimeError("[tpuport sim] torch.compile(mode=%r) is an Inductor option; the TorchTPU "
-                                   "backend takes options=... (async_compile, num_dynamic_buckets, bucket_size)" % (mode,))
+        name = "_default_backend_selector" if selector else str(backend)
+        if tpu_backend and dynamic:
+            backend, mode = failing(name, NotImplementedError(DYNAMIC_ERROR)), None
+        elif tpu_backend and mode is not None:
+            backend = failing(name, TypeError("Unexpected keyword arguments: {'mode': %r}" % (mode,)))
+            mode = None
+        elif tpu_backend:
             backend, dynamic = "tpu", False
         elif backend == "inductor" and not (options or {}).get("tpu_backend") == "pallas":
-            raise RuntimeError(INDUCTOR_ERROR)
+            backend, mode, options = failing("inductor", RuntimeError(INDUCTOR_ERROR)), None, None
         kwargs = dict(fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options, disable=disable)
-        if backend == "tpu":
+        if backend == "tpu" or callable(backend):
             kwargs.pop("options")  # TorchTPU's backend options have no meaning on the host
         if model is None:
             return lambda m: original(m, **kwargs)
@@ -342,6 +356,42 @@ def _install_distributed(torch):
     for name in ("tpu_dist", "tpu"):
         if name not in dist.Backend.backend_list:
             dist.Backend.register_backend(name, create, devices=["cpu", "cuda"] if state.HOST == "cuda" else ["cpu"])
+    _install_ddp_device_ids(torch)
+
+
+DDP_INDEX = ("DistributedDataParallel(device_ids=[%d]): on TorchTPU a process has one device, index 0, and "
+             "DDP's forward fails with IndexError (torch's per-device stream table) once the inputs are on the "
+             "device; pass device_ids=[0] (torch.accelerator.current_device_index()) or leave device_ids out")
+
+
+def _install_ddp_device_ids(torch):
+    """``DDP(model, device_ids=[i])`` of a model on the TPU. TorchTPU takes ``[0]`` (inputs go to
+    the process's one device); with ``i`` > 0 its forward fails once the inputs are on the
+    device (they go to ``tpu:i``, past torch's one-entry stream table). On a CPU host the sim's
+    "tpu" is the CPU, where DDP refuses device_ids, so the sim drops them there, and warns that
+    a TPU would fail for ``i`` > 0 (the sim cannot tell inputs on the TPU from inputs on the CPU)."""
+    if state.HOST != "cpu":
+        return
+    import warnings
+
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    original = DDP.__init__
+
+    def init(self, module, device_ids=None, output_device=None, *args, **kwargs):
+        if device_ids:
+            devices = {p.device.type for p in module.parameters()}
+            if devices == {"cpu"}:
+                first = device_ids[0]
+                index = first if isinstance(first, int) else getattr(first, "index", 0) or 0
+                if index != 0:
+                    warnings.warn("[tpuport sim] " + DDP_INDEX % index, UserWarning, stacklevel=2)
+                device_ids, output_device = None, None
+        return original(self, module, device_ids, output_device, *args, **kwargs)
+
+    init.__wrapped__ = original
+    init.__doc__ = original.__doc__
+    DDP.__init__ = init
 
 
 def memory():

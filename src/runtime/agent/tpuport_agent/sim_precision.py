@@ -181,9 +181,26 @@ def relative_error(torch, level, n=256, seed=0):
     a = torch.randn(n, n, generator=g, dtype=torch.float64).to(_HOST)
     b = torch.randn(n, n, generator=g, dtype=torch.float64).to(_HOST)
     ref = a @ b
-    push(level)
-    try:
+    with scoped(level):
         got = (a.float() @ b.float()).double()
-    finally:
-        pop()
     return float((got - ref).norm() / ref.norm())
+
+
+def scoped(level):
+    """A block at ``level``: TorchTPU's own ``torch.tpu.precision`` where the level is read from
+    TorchTPU (xla-cpu), else the sim's stack."""
+    import contextlib
+
+    if _LEVEL is not None:
+        P = _TORCH.tpu.Precision
+        return _TORCH.tpu.precision((P.DEFAULT, P.HIGH, P.HIGHEST)[level])
+
+    @contextlib.contextmanager
+    def sim_scope():
+        push(level)
+        try:
+            yield
+        finally:
+            pop()
+
+    return sim_scope()

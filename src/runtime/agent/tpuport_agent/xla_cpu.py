@@ -59,6 +59,7 @@ def install(torch, config, agent):
     state.CHIP = chip
     state.HBM = int(config.get("hbm_bytes") or chip["hbm_per_device"])
     state.XLA_CPU = True
+    _chip_is(chip)
     emit = agent.em.emit if agent is not None else None
     xla_cpu_gaps.install(torch, emit)
     precision = (config.get("numerics") or {}).get("precision") or "default"
@@ -68,6 +69,19 @@ def install(torch, config, agent):
                           level=lambda: int(precision_impl._get_precision()))
     sim_memory.install(torch, config, agent, device_type="tpu")
     _install_memory_api(torch)
+
+
+def _chip_is(chip):
+    """TorchTPU reads the chip from the PCI bus (name, HBM and FLOPs tables, device count and
+    topology); XLA:CPU is on no bus, so it answers as one chip of the chosen kind (``--chip``,
+    default v5e): ``get_device_name()``, ``get_device_properties()``, the HBM per device,
+    ``torch.tpu.distributed.set_tpu_launch_env()``. (The device itself is initialised already.)"""
+    from torch_tpu._internal.utils import hardware
+
+    name = chip["device_name"]
+    topologies = {int(n): t for n, t in (chip.get("topologies") or {}).items()}
+    hardware.get_tpu_device_name = lambda: name
+    hardware._scan_pci_tpus = lambda: (1, topologies)
 
 
 def on_dynamo(torch):

@@ -31,16 +31,73 @@ SUBMODULES = ["compiler", "distributed", "ops", "optimizers", "pallas", "profile
 __all__ = PUBLIC + SUBMODULES
 
 
+class _PybindEnum:
+    """An enum as TorchTPU's C++ exposes them (pybind11): ``int()`` gives the number, a member
+    equals only itself (``Precision.HIGH == 1`` is False), ``Cls(n)`` looks a member up,
+    ``__members__`` lists them, and the class cannot be iterated."""
+
+    def __new__(cls, value, name=None):
+        if name is None:
+            try:
+                return cls._by_value[int(value)]
+            except (KeyError, TypeError, ValueError):
+                raise ValueError("%r is not a valid %s" % (value, cls.__name__)) from None
+        self = object.__new__(cls)
+        self.name, self.value = name, value
+        return self
+
+    @classmethod
+    def _define(cls, **members):
+        cls._by_value, cls.__members__ = {}, {}
+        for name, value in members.items():
+            member = cls(value, name)
+            cls._by_value[value] = member
+            cls.__members__[name] = member
+            setattr(cls, name, member)
+
+    def __int__(self):
+        return self.value
+
+    __index__ = __int__
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other.value == self.value
+
+    def __hash__(self):
+        return hash((type(self).__name__, self.value))
+
+    def __repr__(self):
+        return "<%s.%s: %d>" % (type(self).__name__, self.name, self.value)
+
+    def __str__(self):
+        return "%s.%s" % (type(self).__name__, self.name)
+
+
+class _EagerMode(_PybindEnum):
+    """TorchTPU's raw eager-mode enum (``execution_mode_impl._EagerMode``)."""
+
+
+_EagerMode._define(DEFER_AND_FUSE=0, DEFER_NEVER=1, DEFER_NEVER_AND_LAUNCH_BLOCKING=2)
+
+
 class EagerMode(enum.Enum):
-    DEFER_AND_FUSE = 0
-    DEFER_NEVER = 1
-    DEFER_NEVER_AND_LAUNCH_BLOCKING = 2
+    """``torch.tpu.EagerMode``: its values are the raw ``_EagerMode`` members, as in TorchTPU
+    (``EagerMode.DEFER_NEVER.value`` is ``_EagerMode.DEFER_NEVER``; ``int()`` of it is 1)."""
+
+    DEFER_AND_FUSE = _EagerMode.DEFER_AND_FUSE
+    DEFER_NEVER = _EagerMode.DEFER_NEVER
+    DEFER_NEVER_AND_LAUNCH_BLOCKING = _EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING
+
+    @classmethod
+    def of(cls, number):
+        return cls(_EagerMode(number))
 
 
-class Precision(enum.IntEnum):
-    DEFAULT = 0
-    HIGH = 1
-    HIGHEST = 2
+class Precision(_PybindEnum):
+    """``torch.tpu.Precision`` (``precision_impl.Precision``, a pybind11 enum)."""
+
+
+Precision._define(DEFAULT=0, HIGH=1, HIGHEST=2)
 
 
 # ---- the internal helpers (torch >= 2.11) -------------------------------------------------------
@@ -64,7 +121,7 @@ def _internal(name, prefer):
         return
     if _framework_caller(3):
         return
-    if os.environ.get("TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS", "").lower() in ("1", "true", "yes"):
+    if _LEGACY_DEVICE_APIS:
         if name not in _warned:
             _warned.add(name)
             warnings.warn("<TorchTpu/ApiStage/InternalApi/> %s is internal to TorchTPU and may change or be removed "
@@ -141,16 +198,12 @@ class _TpuDeviceProperties:
     name: str
     total_memory: int
     multi_processor_count: int = 1
-    # Not in TorchTPU's dataclass: what the sim knows of the chip it simulates.
-    bf16_flops: float = 0.0
-    devices_per_chip: int = 1
 
 
 def get_device_properties(device=None):
+    """TorchTPU's fields only (a script reading more would fail on a TPU)."""
     chip = state.CHIP
-    return _TpuDeviceProperties(name=chip["device_name"], total_memory=int(state.HBM), multi_processor_count=1,
-                                bf16_flops=chip["bf16_flops_per_chip"] / chip["devices_per_chip"],
-                                devices_per_chip=chip["devices_per_chip"])
+    return _TpuDeviceProperties(name=chip["device_name"], total_memory=int(state.HBM), multi_processor_count=1)
 
 
 def get_device_name(device=None):
@@ -190,8 +243,13 @@ def set_rng_state(new_state, device="tpu"):
     _generator().set_state(new_state)
 
 
+STREAMS_TEXT = ("Streams and Events are not fully implemented in TorchTPU. Please file a feature request "
+                "describing your use case.")
+
+
 class Stream:
-    """TorchTPU's streams are placeholders (ops run in order); so are the sim's."""
+    """TorchTPU's streams are placeholders (ops run in order); so are the sim's. What TorchTPU
+    has not implemented (``query``, ``priority_range``) raises its error."""
 
     def __init__(self, device=None, priority=0, **kwargs):
         self.device = device
@@ -202,7 +260,10 @@ class Stream:
         _torch.accelerator.synchronize()
 
     def query(self):
-        return True
+        raise NotImplementedError(STREAMS_TEXT)
+
+    def priority_range(self):
+        raise NotImplementedError(STREAMS_TEXT)
 
     def wait_stream(self, stream):
         return None
@@ -216,24 +277,43 @@ class Stream:
         return event
 
     def __repr__(self):
-        return "<torch.tpu.Stream device=tpu:0 stream_id=%d>" % self.stream_id
+        return "<torch.tpu.TpuStream>"
 
 
 class Event:
-    """Host-measured timing: ``elapsed_time`` is milliseconds between the two records, after the
-    work before each has finished."""
+    """Host-measured timing, as TorchTPU's: ``elapsed_time`` is milliseconds between the two
+    events completing. An event completes when it (or an event recorded after it) is
+    synchronized; ``elapsed_time`` before that raises TorchTPU's error."""
+
+    _recorded = []  # events in record order, for "a later event's synchronize completes it"
 
     def __init__(self, enable_timing=False, blocking=False, interprocess=False, external=False, device=None):
-        if interprocess:
-            raise NotImplementedError("torch.tpu.Event(interprocess=True) is not supported by TorchTPU")
         self.enable_timing = enable_timing
         self.time = None
+        self.completed = False
+
+    def ipc_handle(self):
+        raise NotImplementedError(STREAMS_TEXT)
+
+    @classmethod
+    def from_ipc_handle(cls, device, handle):
+        raise NotImplementedError(STREAMS_TEXT)
 
     def record(self, stream=None):
         _torch.accelerator.synchronize()
         self.time = time.perf_counter()
+        self.completed = False
+        Event._recorded.append(self)
+        del Event._recorded[:-64]
+        return self
 
     def synchronize(self):
+        if self.time is None:
+            return None
+        for e in Event._recorded:
+            e.completed = True
+            if e is self:
+                break
         return None
 
     def query(self):
@@ -244,9 +324,11 @@ class Event:
 
     def elapsed_time(self, end_event):
         if not (self.enable_timing and end_event.enable_timing):
-            raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
+            raise ValueError("Both events must be created with argument 'enable_timing=True'.")
         if self.time is None or end_event.time is None:
-            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+            raise ValueError("Both events must be recorded before calculating elapsed time.")
+        if not (self.completed and end_event.completed):
+            raise RuntimeError("Both events must be completed before calculating elapsed time.")
         return (end_event.time - self.time) * 1000.0
 
 
@@ -279,7 +361,9 @@ def set_eager_mode(mode):
 
 def _mode_value(mode):
     if isinstance(mode, EagerMode):
-        return mode.value
+        return int(mode.value)
+    if isinstance(mode, _EagerMode):
+        return int(mode)
     if isinstance(mode, int) and mode in (0, 1, 2):
         return mode
     raise TypeError("expected a torch.tpu.EagerMode, got %r" % (mode,))
@@ -341,7 +425,7 @@ def _latch_excess(value):
 class _TpuModule(types.ModuleType):
     @property
     def eager_mode(self):
-        return EagerMode(state.EAGER_MODE)
+        return EagerMode.of(state.EAGER_MODE)
 
     @eager_mode.setter
     def eager_mode(self, mode):
@@ -373,10 +457,16 @@ class _TpuModule(types.ModuleType):
         return sorted(set(__all__) | set(self.__dict__))
 
 
+# TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS, read once when torch.tpu is installed, as TorchTPU reads it
+# (``env.get_bool_env_once`` at import): setting it later changes nothing.
+_LEGACY_DEVICE_APIS = False
+
+
 def install(torch):
     """Make this module ``torch.tpu`` (and its submodules ``torch.tpu.*``)."""
-    global _torch
+    global _torch, _LEGACY_DEVICE_APIS
     _torch = torch
+    _LEGACY_DEVICE_APIS = os.environ.get("TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS", "").lower() in ("1", "true", "yes")
     me = sys.modules[__name__]
     me.__class__ = _TpuModule
     sys.modules["torch.tpu"] = me

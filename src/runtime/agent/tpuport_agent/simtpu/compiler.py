@@ -13,12 +13,14 @@ def custom_compiler_options(options):
 
     if torch.compiler.is_compiling():
         raise RuntimeError("Attempt to trace forbidden callable torch.tpu.compiler.custom_compiler_options")
+    # TorchTPU's own errors (its C++ push_compiler_options).
     if not isinstance(options, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in options.items()):
-        raise TypeError("custom_compiler_options expects a dict[str, str], got %r" % (options,))
+        raise TypeError("push_compiler_options(): incompatible function arguments. The following argument types "
+                        "are supported:\n    1. (options: collections.abc.Mapping[str, str]) -> None")
     for key in ("xla_optimization_level", "xla_memory_fitting_level"):
         if key in options and options[key] not in _LEVELS:
-            raise ValueError("%s must be one of %s, got %r" % (key, ", ".join(_LEVELS), options[key]))
-    merged = dict(current_options())
+            raise RuntimeError("push_compiler_options(): unknown XLA compiler effort level: %s" % options[key])
+    merged = dict(_current_options())
     merged.update(options)  # nested scopes merge; the inner one wins
     _STACK.append(merged)
     try:
@@ -27,6 +29,7 @@ def custom_compiler_options(options):
         _STACK.pop()
 
 
-def current_options():
-    """The XLA options in force (sim only: what a TPU compile would receive)."""
+def _current_options():
+    """The XLA options in force (what a TPU compile would receive). Private: TorchTPU's
+    ``torch.tpu.compiler`` has no such function, so a script must not find one here."""
     return dict(_STACK[-1]) if _STACK else {}

@@ -5,20 +5,21 @@ import torch
 import torch.nn.functional as F
 
 
-def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+# TorchTPU's signatures: every argument required (no defaults), as in torch_tpu/_internal/ops/ops.py.
+def max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode):
     return F.max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode=ceil_mode)
 
 
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode):
     return F.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode=ceil_mode)
 
 
-def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode):
     return F.max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode=ceil_mode)
 
 
 def _pool_backward(dims):
-    def backward(grad_output, input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    def backward(grad_output, input, kernel_size, stride, padding, dilation, ceil_mode):
         x = input.detach().requires_grad_(True)
         with torch.enable_grad():
             out = getattr(F, "max_pool%dd" % dims)(x, kernel_size, stride, padding, dilation, ceil_mode=ceil_mode)
