@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # realcode.sh: the real-code success rate. Real training scripts shipped in PyPI sdists
 # (bench/realcode/scripts.toml) are migrated with `tpuport migrate --write` (default settings)
-# and run on the sim target for a few steps with synthetic data; each is recorded as ran,
-# tpu-gap (TorchTPU's own error for an op it lacks) or failed (why). See bench/README.md.
+# and run for a few steps with synthetic data on the sim and on xla-cpu (TorchTPU itself on
+# XLA:CPU, where installed: scripts/bootstrap-xla-cpu), losses compared with the host's; each is
+# recorded per target as ran, on-cpu (xla-cpu: the model trained on the CPU), tpu-gap
+# (TorchTPU's own error for an op it lacks) or failed (why). See bench/README.md.
 #
 # Run:   bash bench/realcode.sh [SCRIPT-ID...]     (default: every script of scripts.toml)
 # Env:   TPUPORT_BIN=path                 use this binary instead of building
 #        TPUPORT_CACHE=~/.cache/tpuport   cache root: realcode/{sdists,site-<hash>,out}
 #        STEPS=4  TIMEOUT=900             steps per script (--max-steps), seconds per script
+#        TARGETS=sim,xla-cpu               the targets (default: both, or sim where xla-cpu is not installed)
 # Writes $TPUPORT_CACHE/realcode/out/results.{md,jsonl} and one folder per script (migrated
 # copy, events, output). Exits 0 when every failure is explained in scripts.toml, 1 otherwise,
 # 2 when a tool could not run.
@@ -55,5 +58,11 @@ if [[ -z "${TPUPORT_BIN:-}" ]]; then
 fi
 [[ -x "$TPUPORT_BIN" ]] || { echo "error: tpuport binary not executable: $TPUPORT_BIN" >&2; exit 2; }
 
+if [[ -z "${TARGETS:-}" ]]; then
+  TARGETS=sim
+  [[ -n "$(bash "$REPO/scripts/bootstrap-xla-cpu" 2>/dev/null | tail -n 1)" ]] && TARGETS=sim,xla-cpu
+fi
+
 exec python3 "$HERE/harness.py" --tpuport "$TPUPORT_BIN" --python "$PY" --site "$SITE" \
-  --sdists "$SDISTS" --out "$ROOT/out" --steps "${STEPS:-4}" --timeout "${TIMEOUT:-900}" "$@"
+  --sdists "$SDISTS" --out "$ROOT/out" --steps "${STEPS:-4}" --timeout "${TIMEOUT:-900}" \
+  --targets "$TARGETS" "$@"

@@ -160,6 +160,11 @@ struct RunArgs {
     /// module, autograd, optimizer and DataLoader hooks that measure them stay out.
     #[arg(long)]
     no_breakdown: bool,
+    /// Record each step's loss (the scalar tensor `.backward()` is called on) in the step
+    /// events, with torch, random and numpy seeded 0 before the script: runs on two targets then
+    /// compare step by step (what `check` and `numerics` do; bench/realcode.sh uses it).
+    #[arg(long)]
+    losses: bool,
     /// No dashboard: one line per step and a summary at the end.
     #[arg(long)]
     no_tui: bool,

@@ -1,14 +1,20 @@
-"""The real-code harness: does a real training script, migrated with default settings, run on the
-sim target? Driven by bench/realcode.sh (which prepares the sdists, the libraries and the binary).
+"""The real-code harness: does a real training script, migrated with default settings, train on
+a TPU target: the sim, and TorchTPU itself on XLA:CPU (xla-cpu)? Driven by bench/realcode.sh
+(which prepares the sdists, the libraries and the binary).
 
 For each script of scripts.toml: a fresh copy of its folder from the pinned sdist; first the
 script as written on the host (`tpuport run --target host --cuda-on-cpu`: its CUDA runs on the
 CPU where there is none; `host_args`: the baseline);
 then `tpuport migrate` (findings as JSON, then `--write`, default settings: safe fixes only) and
-the port on the sim (`tpuport run --target sim --no-tui --max-steps N`), both through a driver
-that sets up synthetic data (synthetic.py) and runs the script as __main__. Each is classified:
+the port on each target (`tpuport run --target T --losses --no-tui --max-steps N`), all through a
+driver that sets up synthetic data (synthetic.py) and runs the script as __main__, with the same
+seeds, so that each target's losses can be compared with the host's step by step (`losses`: the
+worst relative difference). Each target's run is classified:
 
-  ran        the port exited 0 with at least one training step recorded
+  ran        the port exited 0 with at least one training step recorded (on xla-cpu: with the
+             optimizer's parameters on the tpu device)
+  on-cpu     xla-cpu only: it trained, but the optimizer's parameters are not tpu tensors: the
+             model trained on the CPU, which a TPU VM would do silently. A failure
   broken     the script fails as written on the host too: not a porting question, left out of
              the rate (the reason is recorded). A baseline that fails only because this machine
              has no CUDA (the error, or the failing line or its test, names CUDA) is not broken:
@@ -20,8 +26,9 @@ that sets up synthetic data (synthetic.py) and runs the script as __main__. Each
   flagged    the port failed at a line where `tpuport migrate` left a finding for manual work:
              the migration told the user (a port gap it reports)
   failed     anything else: the exception's last line is recorded
-Every outcome other than "ran" must be explained by scripts.toml's `expect`, or the harness
-exits 1 (as it does when a script with an `expect` runs).
+Every outcome other than "ran" must be explained by scripts.toml's `expect` (`expect_xla_cpu` where
+xla-cpu's outcome differs from the sim's), or the harness exits 1 (as it does when a script with
+an `expect` runs).
 
 Writes OUT/results.jsonl (one record per script), OUT/results.md (the table the README quotes),
 OUT/<id>/ (the migrated copy, the events file, the run's output) and prints the table.
@@ -93,7 +100,7 @@ def migrate(tpuport, folder, script):
 
 
 def events_summary(path):
-    steps, exception, logs = 0, None, []
+    steps, exception, logs, losses, devices = 0, None, [], {}, {}
     try:
         with open(path) as f:
             for line in f:
@@ -103,13 +110,25 @@ def events_summary(path):
                     continue
                 if e.get("type") == "step":
                     steps = max(steps, int(e.get("step", 0)))
+                    if isinstance(e.get("loss"), (int, float)):
+                        losses[int(e["step"])] = float(e["loss"])
+                    for d, n in (e.get("param_devices") or {}).items():
+                        devices[d] = devices.get(d, 0) + int(n)
                 elif e.get("type") in ("exception", "run_end") and e.get("exception"):
                     exception = e.get("exception")
                 elif e.get("type") == "log" and e.get("stream") == "tpuport":
                     logs.append(e.get("line", ""))
     except OSError:
         pass
-    return steps, exception, logs
+    return steps, exception, logs, losses, devices
+
+
+def loss_agreement(host, port):
+    """The worst relative difference between two runs' losses over the steps both recorded."""
+    common = sorted(set(host) & set(port))
+    if not common:
+        return None
+    return max(abs(port[s] - host[s]) / max(abs(host[s]), 1e-12) for s in common)
 
 
 def one_line(exception, output):
@@ -149,36 +168,52 @@ def run_one(entry, a):
         return rec
     manual_lines = port.pop("manual_lines")
     rec["migrate"] = port
-    sim = launch(a, entry, folder, entry.get("args", []), "sim", steps_limit, os.path.join(work, "sim"))
-    rec.update(exit=sim["exit"], steps=sim["steps"], seconds=sim["seconds"])
-    exception, output = sim["exception"], sim["output"]
     needs_cuda = host["exit"] != 0 and asks_for_cuda(host["exception"], base)
     if needs_cuda:
         rec["host"]["needs_cuda"] = True  # written for CUDA, and this machine has none: the port decides
-    if not needs_cuda and (host["exit"] != 0 or host["steps"] == 0):
-        rec.update(outcome="broken", why="as written, on the host: " + (
-            one_line(host["exception"], host["output"]) if host["exit"] != 0 else "no training step"))
-    elif TPU_GAP.search(output) or (exception and TPU_GAP.search(exception.get("message") or "")):
+    broken = not needs_cuda and (host["exit"] != 0 or host["steps"] == 0)
+    rec["targets"] = {}
+    for target in a.targets:
+        t = on_target(a, entry, folder, work, target, steps_limit, manual_lines)
+        if broken:
+            t.update(outcome="broken", why="as written, on the host: " + (
+                one_line(host["exception"], host["output"]) if host["exit"] != 0 else "no training step"))
+        t["losses"] = loss_agreement(host["losses"], t.pop("loss_values"))
+        rec["targets"][target] = t
+    return rec
+
+
+def on_target(a, entry, folder, work, target, steps_limit, manual_lines):
+    """The port's run on one target, classified."""
+    run = launch(a, entry, folder, entry.get("args", []), target, steps_limit, os.path.join(work, target))
+    t = {"exit": run["exit"], "steps": run["steps"], "seconds": run["seconds"], "loss_values": run["losses"],
+         "param_devices": run["devices"]}
+    exception, output = run["exception"], run["output"]
+    if TPU_GAP.search(output) or (exception and TPU_GAP.search(exception.get("message") or "")):
         # Also when the script caught TorchTPU's error and went on (an engine that logs and ends).
-        rec.update(outcome="tpu-gap", why=TPU_GAP.search(output or exception.get("message")).group(0))
-        again = launch(a, entry, folder, entry.get("args", []), "sim", steps_limit,
-                       os.path.join(work, "sim-fallback"), flags=["--cpu-fallback"])
+        t.update(outcome="tpu-gap", why=TPU_GAP.search(output or exception.get("message")).group(0))
+        again = launch(a, entry, folder, entry.get("args", []), target, steps_limit,
+                       os.path.join(work, target + "-fallback"), flags=["--cpu-fallback"])
         ok = again["exit"] == 0 and again["steps"] > 0 and not TPU_GAP.search(again["output"])
-        rec["with_cpu_fallback"] = "ran" if ok else "failed"
-        rec["why"] += "; with --cpu-fallback (TorchTPU's enable_cpu_fallback): %s" % rec["with_cpu_fallback"]
-    elif sim["exit"] == 0 and sim["steps"] > 0:
-        rec["outcome"] = "ran"
-    elif sim["exit"] == 124:
-        rec.update(outcome="failed", why="timed out after %ss (steps: %d)" % (a.timeout, sim["steps"]))
-    elif sim["exit"] == 0:
-        rec.update(outcome="failed", why="exited 0 without a training step")
+        t["with_cpu_fallback"] = "ran" if ok else "failed"
+        t["why"] += "; with --cpu-fallback (TorchTPU's enable_cpu_fallback): %s" % t["with_cpu_fallback"]
+    elif run["exit"] == 0 and run["steps"] > 0:
+        if target == "xla-cpu" and "tpu" not in run["devices"]:
+            where = ", ".join("%d on %s" % (n, d) for d, n in sorted(run["devices"].items())) or "no optimizer seen"
+            t.update(outcome="on-cpu", why="trained, but the optimizer's parameters are not on tpu (%s)" % where)
+        else:
+            t["outcome"] = "ran"
+    elif run["exit"] == 124:
+        t.update(outcome="failed", why="timed out after %ss (steps: %d)" % (a.timeout, run["steps"]))
+    elif run["exit"] == 0:
+        t.update(outcome="failed", why="exited 0 without a training step")
     else:
         at = flagged_at(exception, folder, manual_lines)
         if at:
-            rec.update(outcome="flagged", why="%s (at %s:%d, left for manual work: %s)" % (one_line(exception, output), *at))
+            t.update(outcome="flagged", why="%s (at %s:%d, left for manual work: %s)" % (one_line(exception, output), *at))
         else:
-            rec.update(outcome="failed", why=one_line(exception, output))
-    return rec
+            t.update(outcome="failed", why=one_line(exception, output))
+    return t
 
 
 def launch(a, entry, folder, args, target, steps_limit, stem, flags=()):
@@ -189,8 +224,8 @@ def launch(a, entry, folder, args, target, steps_limit, stem, flags=()):
         f.write("import sys\nsys.path.insert(0, %r)\nimport synthetic\n" % HERE)
         f.write("synthetic.run(%r, %r, setups=%r)\n" % (script, args, entry.get("setups", [])))
     events = stem + "-events.jsonl"
-    cmd = [a.tpuport, "run", "--target", target, *flags, "--no-tui", "--python", a.python, "--events", events,
-           "--max-steps", str(steps_limit), "--timeout", str(a.timeout), driver]
+    cmd = [a.tpuport, "run", "--target", target, *flags, "--losses", "--no-tui", "--python", a.python,
+           "--events", events, "--max-steps", str(steps_limit), "--timeout", str(a.timeout), driver]
     env = dict(os.environ)
     env["PYTHONPATH"] = a.site + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("MPLBACKEND", "agg")
@@ -200,8 +235,9 @@ def launch(a, entry, folder, args, target, steps_limit, stem, flags=()):
     output = proc.stdout + proc.stderr
     with open(stem + "-output.txt", "w") as f:
         f.write("$ %s\n\n%s" % (" ".join(cmd), output))
-    steps, exception, _logs = events_summary(events)
-    return {"exit": proc.returncode, "steps": steps, "seconds": seconds, "exception": exception, "output": output}
+    steps, exception, _logs, losses, devices = events_summary(events)
+    return {"exit": proc.returncode, "steps": steps, "seconds": seconds, "exception": exception, "output": output,
+            "losses": losses, "devices": devices}
 
 
 def frames_in(exception, folder):
@@ -268,27 +304,54 @@ def asks_for_cuda(exception, folder):
     return False
 
 
-def table(records):
-    rows = ["| script | sdist | port: fixed / left | outcome | steps | s (host / sim) | why |",
-            "| --- | --- | --- | --- | --- | --- | --- |"]
+OUTCOMES = ("ran", "on-cpu", "broken", "tpu-gap", "flagged", "failed")
+# Losses within this relative difference of the host's count as agreeing (bf16-class TPU matmuls
+# over a few steps; `tpuport check`'s default rtol).
+LOSS_RTOL = 1e-2
+
+
+def expected(r, target):
+    """The failure scripts.toml expects on a target (xla-cpu: `expect_xla_cpu` where given, where
+    "ran" says it runs there although it fails on the sim), or None."""
+    why = r.get("expect_xla_cpu") if target == "xla-cpu" and r.get("expect_xla_cpu") else r.get("expect")
+    return None if why == "ran" else why
+
+
+def table(records, targets):
+    head = "| script | sdist | port: fixed / left | " + " | ".join(
+        "%s | losses (%s)" % (t, t) for t in targets) + " | s (host / %s) | why |" % " / ".join(targets)
+    rows = [head, "|" + " --- |" * (4 + 2 * len(targets) + 1)]
     for r in records:
         m = r.get("migrate") or {}
         fixed = sum((m.get("fixed") or {}).values())
         left = sum((m.get("left") or {}).values())
-        why = r.get("why") or ""
-        if r.get("expect"):
-            why = (why + " — " if why else "") + "expected: " + r["expect"]
-        secs = "%s / %s" % ((r.get("host") or {}).get("seconds", "-"), r.get("seconds", "-"))
-        rows.append("| %s | %s | %d / %d | %s | %s | %s | %s |" % (
-            r["id"], r["sdist"], fixed, left, r["outcome"], r.get("steps", "-"), secs, why.replace("|", "\\|")))
-    count = {k: sum(1 for r in records if r["outcome"] == k) for k in ("ran", "broken", "tpu-gap", "flagged", "failed")}
-    valid = len(records) - count["broken"]
+        cells, whys, secs = [], [], [str((r.get("host") or {}).get("seconds", "-"))]
+        for t in targets:
+            x = (r.get("targets") or {}).get(t) or {"outcome": r.get("outcome", "failed"), "why": r.get("why")}
+            cells.append(x["outcome"])
+            cells.append("-" if x.get("losses") is None else "%s %.1e" % (
+                "agree" if x["losses"] <= LOSS_RTOL else "DIFFER", x["losses"]))
+            secs.append(str(x.get("seconds", "-")))
+            why = x.get("why") or ""
+            if expected(r, t) and x["outcome"] != "ran":
+                why = (why + " — " if why else "") + "expected: " + expected(r, t)
+            if why and (t == targets[0] or why != whys[-1][1] if whys else True):
+                whys.append((t, why))
+        why = "; ".join("%s: %s" % (t, w) for t, w in whys) if len(targets) > 1 else "; ".join(w for _, w in whys)
+        rows.append("| %s | %s | %d / %d | %s | %s | %s |" % (
+            r["id"], r["sdist"], fixed, left, " | ".join(cells), " / ".join(secs), why.replace("|", "\\|")))
     rows.append("")
-    rows.append("%d of the %d scripts that run as written on the host ran on the sim after the default migration "
-                "(%.0f %%); %d failed as a TPU would (TorchTPU's error for an op it lacks), %d where the migration "
-                "left manual work, %d otherwise; %d of %d scripts fail as written and are left out."
-                % (count["ran"], valid, 100.0 * count["ran"] / max(valid, 1), count["tpu-gap"], count["flagged"],
-                   count["failed"], count["broken"], len(records)))
+    for t in targets:
+        outs = [((r.get("targets") or {}).get(t) or {"outcome": r.get("outcome", "failed")})["outcome"] for r in records]
+        count = {k: outs.count(k) for k in OUTCOMES}
+        valid = len(records) - count["broken"]
+        trained = "trained on the tpu device" if t == "xla-cpu" else "ran"
+        rows.append("%s: %d of the %d scripts that run as written on the host %s after the default migration "
+                    "(%.0f %%); %d trained on the CPU, %d failed as a TPU would (TorchTPU's error for an op it "
+                    "lacks), %d where the migration left manual work, %d otherwise; %d of %d scripts fail as "
+                    "written and are left out." % (t, count["ran"], valid, trained, 100.0 * count["ran"] / max(valid, 1),
+                                                   count["on-cpu"], count["tpu-gap"], count["flagged"], count["failed"],
+                                                   count["broken"], len(records)))
     return "\n".join(rows)
 
 
@@ -301,8 +364,10 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--timeout", type=int, default=900)
+    p.add_argument("--targets", default="sim,xla-cpu", help="comma-separated: sim, xla-cpu")
     p.add_argument("ids", nargs="*", help="only these scripts")
     a = p.parse_args()
+    a.targets = [t for t in a.targets.split(",") if t]
     with open(os.path.join(HERE, "scripts.toml"), "rb") as f:
         entries = tomllib.load(f)["script"]
     if a.ids:
@@ -315,17 +380,25 @@ def main():
     for e in entries:
         print("== %s (%s %s)" % (e["id"], e["sdist"], e["script"]), file=sys.stderr, flush=True)
         r = run_one(e, a)
-        print("   %s%s" % (r["outcome"], ": " + r["why"] if r.get("why") else ""), file=sys.stderr, flush=True)
+        r["expect_xla_cpu"] = e.get("expect_xla_cpu")
+        for t, x in (r.get("targets") or {}).items():
+            print("   %s: %s%s" % (t, x["outcome"], ": " + x["why"] if x.get("why") else ""), file=sys.stderr, flush=True)
+        if not r.get("targets"):
+            print("   %s%s" % (r["outcome"], ": " + r["why"] if r.get("why") else ""), file=sys.stderr, flush=True)
         records.append(r)
     with open(os.path.join(a.out, "results.jsonl"), "w") as f:
         for r in records:
             f.write(json.dumps(r) + "\n")
-    md = table(records)
+    md = table(records, a.targets)
     with open(os.path.join(a.out, "results.md"), "w") as f:
         f.write(md + "\n")
     print(md)
-    unexplained = [r["id"] for r in records if r["outcome"] != "ran" and not r.get("expect")]
-    surprising = [r["id"] for r in records if r["outcome"] == "ran" and r.get("expect")]
+    def outcomes(r):
+        ts = r.get("targets") or {t: {"outcome": r.get("outcome", "failed")} for t in a.targets}
+        return [(t, x["outcome"]) for t, x in ts.items()]
+
+    unexplained = ["%s (%s)" % (r["id"], t) for r in records for t, o in outcomes(r) if o != "ran" and not expected(r, t)]
+    surprising = ["%s (%s)" % (r["id"], t) for r in records for t, o in outcomes(r) if o == "ran" and expected(r, t)]
     if unexplained:
         print("unexplained failures (say why in scripts.toml `expect`, or fix): %s" % ", ".join(unexplained), file=sys.stderr)
     if surprising:

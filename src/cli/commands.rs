@@ -172,7 +172,7 @@ pub(super) fn run_script(a: RunArgs) -> Result<u8> {
         max_steps: a.max_steps,
         cuda_on_cpu: a.cuda_on_cpu,
         breakdown: !a.no_breakdown,
-        check: None,
+        check: a.losses.then(tpuport::runtime::config::CheckSpec::default),
     };
     let code = if watch {
         tpuport::runtime::watch::run_watching(

@@ -43,6 +43,10 @@ pub struct Machine {
     pub tmp: PathBuf,
     pub shm: PathBuf,
     pub vars: BTreeMap<String, String>,
+    /// The xla-cpu installation folder, if one is recorded (`super::xla_cpu::location`).
+    pub xla_cpu: Option<PathBuf>,
+    /// `(os, arch)`.
+    pub platform: (&'static str, &'static str),
 }
 
 impl Machine {
@@ -54,6 +58,8 @@ impl Machine {
             tmp: "/tmp".into(),
             shm: "/dev/shm".into(),
             vars: std::env::vars().collect(),
+            xla_cpu: super::xla_cpu::location(),
+            platform: super::xla_cpu::this_platform(),
         }
     }
 }
@@ -126,6 +132,7 @@ pub fn run_checks(m: &Machine, py: Option<&Environment>) -> Vec<Check> {
         torch_tpu_check(sp, torch_tpu.as_deref(), &tpus),
         tpu_present(&tpus),
         tpu_free(m, &tpus),
+        xla_cpu_ready(m, py, &tpus),
     ];
     out.extend(variables(m));
     out.push(compile_cache(m));
@@ -292,7 +299,7 @@ fn tpu_present(tpus: &[TpuDevice]) -> Check {
             "DOC005",
             "tpu",
             Status::Skip,
-            "no TPU attached (PCI vendor 0x1ae0 with a VFIO group): `tpuport run` uses the sim target",
+            "no TPU attached (PCI vendor 0x1ae0 with a VFIO group): `tpuport run` uses xla-cpu where it is ready (DOC010), else the sim target",
             None,
         );
     }
@@ -307,6 +314,67 @@ fn tpu_present(tpus: &[TpuDevice]) -> Check {
         format!("{} TPU device(s): {}", tpus.len(), chips.join(", ")),
         None,
     )
+}
+
+/// Whether the xla-cpu target (TorchTPU itself on XLA:CPU) can serve this environment, which
+/// `tpuport run` then uses where no TPU is attached.
+fn xla_cpu_ready(m: &Machine, py: Option<&Environment>, tpus: &[TpuDevice]) -> Check {
+    if !tpus.is_empty() {
+        return check(
+            "DOC010",
+            "xla-cpu",
+            Status::Skip,
+            "a TPU is attached: runs go to it",
+            None,
+        );
+    }
+    let Some(py) = py else {
+        return check(
+            "DOC010",
+            "xla-cpu",
+            Status::Skip,
+            "no Python environment",
+            None,
+        );
+    };
+    let v = numbers(&py.version);
+    let mm = format!(
+        "{}.{}",
+        v.first().copied().unwrap_or(0),
+        v.get(1).copied().unwrap_or(0)
+    );
+    match super::xla_cpu::usable(
+        m.xla_cpu.as_deref(),
+        &mm,
+        &py.python,
+        &py.site_packages,
+        m.platform,
+    ) {
+        Ok(x) => check(
+            "DOC010",
+            "xla-cpu",
+            Status::Ok,
+            format!(
+                "TorchTPU {} on XLA:CPU ({} {}, PJRT API {}) at {}: `tpuport run` uses it",
+                x.manifest.torch_tpu,
+                x.manifest.plugin.dist,
+                x.manifest.plugin.version,
+                x.manifest.plugin.pjrt_api,
+                x.root.display()
+            ),
+            None,
+        ),
+        Err(why) if m.platform != ("linux", "x86_64") => {
+            check("DOC010", "xla-cpu", Status::Skip, why, None)
+        }
+        Err(why) => check(
+            "DOC010",
+            "xla-cpu",
+            Status::Warn,
+            format!("{why}: `tpuport run` uses the sim target"),
+            Some("bash scripts/bootstrap-xla-cpu (from a tpuport checkout; cached)"),
+        ),
+    }
 }
 
 /// Processes holding a TPU's VFIO group or libtpu's lock file open: (pid, command, what).

@@ -58,7 +58,27 @@ impl Fake {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            xla_cpu: self.path("xla-cpu").exists().then(|| self.path("xla-cpu")),
+            platform: ("linux", "x86_64"),
         }
+    }
+
+    /// A complete xla-cpu install for Python 3.11 (what scripts/bootstrap-xla-cpu leaves).
+    fn with_xla_cpu(self) -> Fake {
+        let x = self.path("xla-cpu");
+        std::fs::create_dir_all(x.join("site/torch_tpu")).unwrap();
+        std::fs::create_dir_all(x.join("plugin/p")).unwrap();
+        std::fs::write(x.join("plugin/p/pjrt_c_api_cpu_plugin.so"), "").unwrap();
+        std::fs::write(x.join("libtpuport_pjrt_shim.so"), "").unwrap();
+        std::fs::write(
+            x.join("xla-cpu.json"),
+            r#"{"python": "3.11", "torch_tpu": "0.2.0", "libtpu": "0.0.52", "site": "site",
+                "shim": "libtpuport_pjrt_shim.so", "plugin": {"dist": "lammps-jax-pjrt-cpu",
+                "version": "0.11.2", "pjrt_api": "0.115", "path": "plugin/p/pjrt_c_api_cpu_plugin.so"}}"#,
+        )
+        .unwrap();
+        std::fs::write(x.join(".complete"), "").unwrap();
+        self
     }
 
     fn env(&self, version: &str) -> Environment {
@@ -253,4 +273,54 @@ fn torch_tpu_without_a_tpu_hangs_a_plain_import_unless_switched_off() {
         text.contains("warn DOC009") && text.ends_with("warnings\n"),
         "{text}"
     );
+}
+
+/// DOC010: xla-cpu serves an environment with a matching Python and a torch TorchTPU supports;
+/// otherwise it says why and how to set it up; with a TPU it does not apply.
+#[test]
+fn xla_cpu_readiness() {
+    let f = Fake::new()
+        .with_dists(&["torch-2.15.0+cu132"])
+        .with_xla_cpu();
+    let c = f.run("3.11.7", &[]);
+    let d = get(&c, "DOC010");
+    assert_eq!(d.status, Status::Ok, "{d:?}");
+    assert!(
+        d.detail
+            .starts_with("TorchTPU 0.2.0 on XLA:CPU (lammps-jax-pjrt-cpu 0.11.2, PJRT API 0.115)"),
+        "{d:?}"
+    );
+    assert!(
+        get(&c, "DOC005")
+            .detail
+            .contains("xla-cpu where it is ready")
+    );
+    // Another Python than the install's.
+    let d = get(&f.run("3.12.1", &[]), "DOC010").clone();
+    assert_eq!(d.status, Status::Warn);
+    assert!(
+        d.detail.contains("installed for Python 3.11") && d.detail.contains("Python 3.12"),
+        "{d:?}"
+    );
+    // Not installed.
+    let bare = Fake::new().with_dists(&["torch-2.15.0"]);
+    let d = get(&bare.run("3.11.7", &[]), "DOC010").clone();
+    assert_eq!(d.status, Status::Warn);
+    assert!(d.detail.starts_with("xla-cpu is not installed"), "{d:?}");
+    assert!(
+        d.fix
+            .as_deref()
+            .unwrap()
+            .contains("scripts/bootstrap-xla-cpu")
+    );
+    // A torch TorchTPU does not support.
+    let old = Fake::new().with_dists(&["torch-2.9.1"]).with_xla_cpu();
+    let d = get(&old.run("3.11.7", &[]), "DOC010").clone();
+    assert!(d.detail.contains("torch 2.9.1"), "{d:?}");
+    // A TPU: not applicable.
+    let tpu = Fake::new()
+        .with_tpu()
+        .with_dists(&["torch-2.15.0"])
+        .with_xla_cpu();
+    assert_eq!(get(&tpu.run("3.11.7", &[]), "DOC010").status, Status::Skip);
 }

@@ -111,28 +111,46 @@ pub fn location() -> Option<PathBuf> {
 /// The installation, if it can run scripts in `env`; otherwise why not, in words that say what
 /// to do. `platform` is `(os, arch)` (the running machine's in production).
 pub fn for_env(env: &PythonEnv, platform: (&str, &str)) -> Result<XlaCpu, String> {
+    usable(
+        location().as_deref(),
+        &env.version,
+        &env.python,
+        &env.site_packages,
+        platform,
+    )
+}
+
+/// [`for_env`] with every fact given: the install folder (if any), the script environment's
+/// Python (`major.minor`, and its interpreter for messages) and site-packages, the platform.
+pub fn usable(
+    root: Option<&Path>,
+    python_version: &str,
+    python: &Path,
+    site_packages: &[PathBuf],
+    platform: (&str, &str),
+) -> Result<XlaCpu, String> {
     if platform != ("linux", "x86_64") {
         return Err(format!(
             "TorchTPU 0.2.0 ships only for Linux x86_64 (this is {} {})",
             platform.0, platform.1
         ));
     }
-    let Some(root) = location() else {
+    let Some(root) = root else {
         return Err(
             "xla-cpu is not installed (scripts/bootstrap-xla-cpu installs TorchTPU 0.2.0 and a CPU PJRT plugin)"
                 .into(),
         );
     };
-    let x = XlaCpu::open(&root)?;
-    if x.manifest.python != env.version {
+    let x = XlaCpu::open(root)?;
+    if x.manifest.python != python_version {
         return Err(format!(
             "xla-cpu is installed for Python {} and {} is Python {} (run scripts/bootstrap-xla-cpu with TPUPORT_BOOTSTRAP_PYTHON set to this Python)",
             x.manifest.python,
-            env.python.display(),
-            env.version
+            python.display(),
+            python_version
         ));
     }
-    torch_supported(&env.site_packages)?;
+    torch_supported(site_packages)?;
     Ok(x)
 }
 

@@ -32,7 +32,9 @@ class Placement:
     # ---- the optimizer's parameters ------------------------------------------------------------
 
     def check_optimizer(self, optimizer):
-        if self.target not in ("tpu", "xla-cpu") or id(optimizer) in self.checked_optimizers:
+        """At an optimizer's first step: where its parameters are (the step event's
+        ``param_devices``, e.g. {"tpu": 12}), and on TorchTPU a warning when none is on the TPU."""
+        if id(optimizer) in self.checked_optimizers:
             return
         self.checked_optimizers.add(id(optimizer))
         devices = {}
@@ -41,7 +43,12 @@ class Placement:
                 t = getattr(getattr(p, "device", None), "type", None)
                 if t is not None:
                     devices[t] = devices.get(t, 0) + 1
-        if not devices or "tpu" in devices:
+        if devices:
+            seen = self.agent.pending.get("param_devices") or {}
+            for d, n in devices.items():
+                seen[d] = seen.get(d, 0) + n
+            self.agent.pending["param_devices"] = seen
+        if self.target not in ("tpu", "xla-cpu") or not devices or "tpu" in devices:
             return
         where = ", ".join("%d on %s" % (n, d) for d, n in sorted(devices.items()))
         on = sorted(devices)[0] if len(devices) == 1 else "/".join(sorted(devices))
