@@ -136,8 +136,16 @@ def _install_device_mapping(torch):
 
     pin_memory = torch.Tensor.pin_memory
 
+    # Functions the mode must look at even without a device keyword: moves (device positional),
+    # pinning, attention, index-taking ops (the TPU's out-of-range note). Every other call with no
+    # `device=` goes straight through (the fast path: most of a training step's calls).
+    special = {original_device, pin_memory, sdpa, torch.Tensor.to} | take_like
+
     class TpuOnHost(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func not in special and not (kwargs and "device" in kwargs) and \
+                    getattr(func, "__name__", "") != "to":
+                return func(*args, **(kwargs or {}))
             if func is pin_memory and state.HOST == "cpu":
                 # A TPU VM pins host memory with TorchTPU's allocator; a CPU-only host has no
                 # pinned allocator (torch would ask the NVIDIA driver): the tensor serves as
