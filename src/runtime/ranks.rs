@@ -145,6 +145,14 @@ pub fn run(opts: RanksOptions) -> Result<i32> {
             cmd.env("TORCH_TPU_TOPOLOGY", t);
         }
     }
+    if !opts.tpu_target
+        && scan_tpus(Path::new("/sys"), Path::new("/dev")).is_empty()
+        && super::xla_cpu::for_env(&env, super::xla_cpu::this_platform()).is_ok()
+    {
+        eprintln!(
+            "tpuport: the ranks run on the sim: xla-cpu runs one process (TorchTPU's tpu_dist needs one PJRT client with a global view, which no CPU PJRT plugin offers)"
+        );
+    }
     eprintln!(
         "tpuport: {} rank{} through {} (events: {}/rank<N>.jsonl)",
         opts.nproc,

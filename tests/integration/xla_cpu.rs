@@ -267,3 +267,41 @@ fn the_sims_api_checks_hold_on_torch_tpu() {
         );
     }
 }
+
+/// `--nproc 2` where xla-cpu is installed: xla-cpu runs one process, so the ranks run on the sim,
+/// and the run says why (once, and in each rank's events).
+#[test]
+fn ranks_fall_back_to_the_sim_saying_why() {
+    if !installed() {
+        return;
+    }
+    let venv = venv();
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let out = tpuport(&venv)
+        .current_dir(dir.path())
+        .args(["run", "--nproc", "2", "--no-tui", "--events"])
+        .arg(&runs)
+        .arg(repo().join("tests/scripts/ranks.py"))
+        .env("STEPS", "2")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the ranks run on the sim: xla-cpu runs one process"),
+        "{stderr}"
+    );
+    for rank in ["rank0.jsonl", "rank1.jsonl"] {
+        let evs = events(&runs.join(rank));
+        let Some(Event::RunStart(s)) = evs.first() else {
+            panic!("no run_start")
+        };
+        assert_eq!(s.target, "sim", "{rank}");
+        assert!(
+            s.target_reason.contains("one of 2 ranks"),
+            "{}",
+            s.target_reason
+        );
+    }
+}
