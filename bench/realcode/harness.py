@@ -183,8 +183,12 @@ def run_one(entry, a):
     return rec
 
 
-def on_target(a, entry, folder, work, target, steps_limit, manual_lines):
-    """The port's run on one target, classified."""
+def on_target(a, entry, migrated, work, target, steps_limit, manual_lines):
+    """The port's run on one target (in its own copy of the migrated folder, so that files one
+    run writes do not meet the next), classified."""
+    folder = os.path.join(work, target + "-src")
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(migrated, folder)
     run = launch(a, entry, folder, entry.get("args", []), target, steps_limit, os.path.join(work, target))
     t = {"exit": run["exit"], "steps": run["steps"], "seconds": run["seconds"], "loss_values": run["losses"],
          "param_devices": run["devices"]}
