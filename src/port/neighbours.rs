@@ -132,6 +132,10 @@ fn resolve(path: &Path, i: &StmtImportFrom) -> Option<PathBuf> {
 
 /// The file of module `segments` (`level` leading dots) imported by the file at `path`, when
 /// it is in the same tree.
+pub(crate) fn module_in_tree(path: &Path, level: usize, segments: &[&str]) -> Option<PathBuf> {
+    resolve_module(path, level, segments)
+}
+
 fn resolve_module(path: &Path, level: usize, segments: &[&str]) -> Option<PathBuf> {
     let dir = path.parent()?;
     if level > 0 {

@@ -74,7 +74,7 @@ pub(super) fn compile_rule(
                 known.join(", ")
             );
         };
-        if def.fix != FixClass::Manual {
+        if def.fix != FixClass::Manual && !lint.fixes() {
             bail!("a `lint` rule reports only: use fix = \"manual\"");
         }
         Matcher::Lint(lint)
@@ -210,7 +210,8 @@ pub(super) fn compile_rule(
         bail!("`match.when` names `{p}`, which is not one of the action's `params`");
     }
     let action = compile_action(&act, &matcher)?;
-    if def.fix != FixClass::Manual && action.is_none() {
+    let own_fix = matches!(&matcher, Matcher::Lint(l) if l.fixes());
+    if def.fix != FixClass::Manual && action.is_none() && !own_fix {
         bail!(
             "fix = \"{}\" needs an [rule.action]; use fix = \"manual\" for a diagnostic-only rule",
             def.fix.as_str()

@@ -47,11 +47,18 @@ pub enum Lint {
     PartialLastBatch,
     /// float16 casts: `.half()`, `dtype=torch.float16`.
     HalfPrecision,
+    /// A program that moves modules and shares weights between them (TorchTPU unties them).
+    SharedWeightsMove,
 }
 
 impl Lint {
+    /// Whether the lint brings its own fix (the rest report only: their rules are manual).
+    pub fn fixes(self) -> bool {
+        matches!(self, Lint::SharedWeightsMove)
+    }
+
     /// Every lint: its name in rule files and what it finds.
-    pub const ALL: [(&'static str, Lint, &'static str); 10] = [
+    pub const ALL: [(&'static str, Lint, &'static str); 11] = [
         (
             "host-sync-in-loop",
             Lint::HostSyncInLoop,
@@ -101,6 +108,11 @@ impl Lint {
             "half-precision",
             Lint::HalfPrecision,
             ".half() and float16 dtypes given to .to(), dtype= or torch_dtype=",
+        ),
+        (
+            "shared-weights-move",
+            Lint::SharedWeightsMove,
+            "a program that moves modules with .to()/.cuda() and shares a weight between modules (a tie in its own code, tie_weights, opacus's DP RNNs)",
         ),
     ];
 

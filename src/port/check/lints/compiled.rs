@@ -204,6 +204,7 @@ impl<'a> Compiled<'a> {
                     out.push(Found {
                         range,
                         detail: detail.clone(),
+                        fix: None,
                     });
                 }
             });

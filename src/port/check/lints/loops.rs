@@ -85,7 +85,11 @@ impl<'a> Training<'a> {
                 } else {
                     format!(" ({n} host syncs per step in the loop at line {line})")
                 };
-                out.push(Found { range: r, detail });
+                out.push(Found {
+                    range: r,
+                    detail,
+                    fix: None,
+                });
             }
         }
         out

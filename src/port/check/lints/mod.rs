@@ -10,6 +10,7 @@
 mod compiled;
 mod loops;
 mod model;
+mod ties;
 
 use ruff_python_ast::visitor::source_order::{SourceOrderVisitor, TraversalSignal, walk_expr};
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr, Stmt};
@@ -19,10 +20,12 @@ use super::Checker;
 use crate::port::diagnostic::Diagnostic;
 use crate::port::rules::{Lint, Matcher};
 
-/// One place a lint found, with the words that fill the rule message's `{detail}`.
+/// One place a lint found, with the words that fill the rule message's `{detail}`, and the fix
+/// where the lint has one (most findings are manual).
 pub(super) struct Found {
     pub range: TextRange,
     pub detail: String,
+    pub fix: Option<crate::port::edit::Fix>,
 }
 
 impl Found {
@@ -30,6 +33,7 @@ impl Found {
         Found {
             range,
             detail: String::new(),
+            fix: None,
         }
     }
 }
@@ -63,6 +67,7 @@ impl<'a> Checker<'a> {
                     t.partial_batches(self)
                 }
                 Lint::ConvWithoutChannelsLast => model::conv_nets(self),
+                Lint::SharedWeightsMove => self.shared_weights_moves(),
                 Lint::HalfPrecision => model::half_casts(self),
                 // Padding matters where batches are fed to a model: in programs and in modules
                 // that train (a library pipeline pads prompts to check their length).
@@ -92,7 +97,7 @@ impl<'a> Checker<'a> {
                     rule: i,
                     range: f.range,
                     message,
-                    fix: None,
+                    fix: f.fix,
                     note: None,
                 });
             }

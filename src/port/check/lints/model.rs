@@ -110,6 +110,7 @@ pub(super) fn conv_nets(c: &Checker) -> Vec<Found> {
     vec![Found {
         range: *range,
         detail: format!(" ({what}{more})"),
+        fix: None,
     }]
 }
 

@@ -1,0 +1,255 @@
+//! Weights shared by two modules, moved to the TPU: TorchTPU unties them.
+//!
+//! `nn.Module._apply` keeps a moved parameter the same object only where the new tensor is
+//! shallow-copy compatible with the old one (CPU and CUDA are); TorchTPU's tensors are not, so a
+//! move to the TPU gives every holder of a shared weight its own new Parameter. nanoGPT's
+//! `wte`/`lm_head`, Hugging Face's `tie_word_embeddings`, opacus's DP RNNs (each weight under two
+//! names): the first loss is the same, then the gradients split. An optimizer made before the
+//! move holds the old CPU parameters for the same reason.
+//!
+//! The fix, in the program's entry script (after its imports): on a TPU, `.to()` swaps
+//! parameters in place (`torch.__future__.set_swap_module_params_on_conversion(True)`), which
+//! keeps every parameter the same object, so ties and optimizers survive the move. Off a TPU it
+//! does nothing, so the program runs on its original machine exactly as before.
+//!
+//! The lint fires on programs (entry scripts) that move modules and share weights, in their own
+//! code or in the project modules they import ([`TIE`]), or through libraries that do
+//! ([`TYING_IMPORT`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+use regex::Regex;
+use ruff_python_ast::AnyNodeRef;
+use ruff_text_size::{Ranged, TextRange};
+
+use super::super::Checker;
+use super::Found;
+use crate::port::edit::{Edit, Fix};
+use crate::port::imports::after_imports;
+use crate::port::rules::FixClass;
+
+/// A tie written in the program's own code: a module's weight assigned from another's
+/// (`self.transformer.wte.weight = self.lm_head.weight`), or the tie helpers of Hugging Face.
+static TIE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?m)\.weight\s*=\s*[\w.\[\]]+\.weight\s*(#.*)?$|\btie_weights\s*\(|\btie_word_embeddings\b|\b_tied_weights_keys\b",
+    )
+    .unwrap()
+});
+
+/// Libraries whose modules share a weight between two holders: opacus's DP RNNs register each
+/// weight under two names; Hugging Face models tie their input and output embeddings.
+static TYING_IMPORT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?m)^\s*(from opacus\.layers(\.\w+)? import [^\n]*\bDP(LSTM|GRU|RNN)\b|from transformers import [^\n]*\b(AutoModel\w*|\w+ForCausalLM|\w+LMHeadModel|\w+ForMaskedLM|\w+ForSeq2SeqLM|\w+ForConditionalGeneration)\b|import transformers\b)",
+    )
+    .unwrap()
+});
+
+/// A project module imported at top level (`from model import GPT`, `from .layers import x`,
+/// `import model`).
+static IMPORTED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?m)^(?:from (\.*)([\w.]*) import |import ([\w.]+))").unwrap()
+});
+
+/// The statement already in the port (a second run changes nothing).
+pub const SWAP: &str = "set_swap_module_params_on_conversion";
+
+/// What the fix inserts after the imports.
+pub const KEEP_TIES: &str = "# TorchTPU unties weights that two modules share when .to() moves them (its tensors are\n\
+# not shallow-copy compatible with CPU ones); swapping parameters in place keeps them shared.\n\
+if getattr(torch.accelerator.current_accelerator(), \"type\", None) == \"tpu\":\n    \
+torch.__future__.set_swap_module_params_on_conversion(True)";
+
+/// How many project modules away a tie may be (the script, the model file, its layers).
+const HOPS: usize = 2;
+
+impl Checker<'_> {
+    /// The first module move of a program that shares weights, with the fix.
+    pub(super) fn shared_weights_moves(&self) -> Vec<Found> {
+        if !self.facts.program || self.src.contains(SWAP) {
+            return vec![];
+        }
+        let Some(first_move) = self.first_move() else {
+            return vec![];
+        };
+        let Some(why) = self.ties_in_program() else {
+            return vec![];
+        };
+        let Some(at) = after_imports(&self.parsed.module.body) else {
+            return vec![];
+        };
+        if !self.sem.import_names().contains("torch") {
+            return vec![];
+        }
+        let fix = Fix {
+            edits: vec![Edit::replace(
+                TextRange::empty(at),
+                format!("\n\n{KEEP_TIES}"),
+            )],
+            applicability: FixClass::Safe,
+            imports: vec!["torch".into()],
+            exclusive: None,
+        };
+        vec![Found {
+            range: first_move,
+            detail: why,
+            fix: Some(fix),
+        }]
+    }
+
+    /// The first `.to(...)`, `.cuda(...)` or `.tpu(...)` called on a value.
+    fn first_move(&self) -> Option<TextRange> {
+        let mut found: Option<TextRange> = None;
+        super::walk(&self.parsed.module.body, true, &mut |node, _| {
+            if found.is_some() {
+                return;
+            }
+            if let AnyNodeRef::ExprCall(call) = node
+                && matches!(self.method_name(call), Some("to" | "cuda" | "tpu"))
+            {
+                found = Some(call.range());
+            }
+        });
+        found
+    }
+
+    /// Where the program shares weights: this file or a project module it imports, in words.
+    fn ties_in_program(&self) -> Option<String> {
+        if let Some(m) = TYING_IMPORT.find(self.src) {
+            return Some(format!("it imports `{}`", m.as_str().trim()));
+        }
+        if TIE.is_match(self.src) {
+            return Some("it ties weights".into());
+        }
+        let path = self.facts.path.as_deref()?;
+        let file = project_file_that(path, self.src, HOPS, &|text| {
+            TIE.is_match(text) || TYING_IMPORT.is_match(text)
+        })?;
+        Some(format!(
+            "{} ties weights",
+            file.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ))
+    }
+}
+
+/// The first project module that `text` (the file at `path`) imports at top level, within
+/// `hops` modules, whose text satisfies `pred`. Project modules are files beside the script (as
+/// `python script.py` finds them) or in packages of the same tree.
+fn project_file_that(
+    path: &Path,
+    text: &str,
+    hops: usize,
+    pred: &dyn Fn(&str) -> bool,
+) -> Option<PathBuf> {
+    if hops == 0 {
+        return None;
+    }
+    for m in IMPORTED.captures_iter(text) {
+        let (level, module) = match (m.get(2), m.get(3)) {
+            (Some(from), _) => (m[1].len(), from.as_str()),
+            (None, Some(import)) => (0, import.as_str()),
+            _ => continue,
+        };
+        let segments: Vec<&str> = module.split('.').filter(|s| !s.is_empty()).collect();
+        let Some(file) = module_path(path, level, &segments) else {
+            continue;
+        };
+        if file == path {
+            continue;
+        }
+        let Ok(t) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        if pred(&t) {
+            return Some(file);
+        }
+        if let Some(f) = project_file_that(&file, &t, hops - 1, pred) {
+            return Some(f);
+        }
+    }
+    None
+}
+
+/// The file of a module imported by the file at `path`: beside it, or in the tree's packages.
+fn module_path(path: &Path, level: usize, segments: &[&str]) -> Option<PathBuf> {
+    if level == 0 && !segments.is_empty() {
+        let dir = path.parent()?;
+        let base = segments.iter().fold(dir.to_path_buf(), |p, s| p.join(s));
+        let file = base.with_extension("py");
+        if file.is_file() {
+            return Some(file);
+        }
+    }
+    crate::port::neighbours::module_in_tree(path, level, segments)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::port::{RuleIndex, RuleSet, Settings, migrate_source_at};
+
+    /// The file after a default migration with DEV018 alone, if it changed.
+    fn port(src: &str, path: Option<&std::path::Path>) -> Option<String> {
+        let mut rules = RuleSet::builtin();
+        rules.filter(&["DEV018".to_string()], &[]).unwrap();
+        let index = RuleIndex::new(&rules);
+        migrate_source_at(src, path, &rules, &index, Settings::default()).output
+    }
+
+    const MAIN: &str = "import torch\nfrom model import GPT\n\nif __name__ == \"__main__\":\n    model = GPT().to(\"cuda\")\n";
+
+    #[test]
+    fn a_tie_in_an_imported_project_module_is_found_beside_the_script() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("train.py");
+        std::fs::write(
+            dir.path().join("model.py"),
+            "from torch import nn\n\nclass GPT(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.transformer.wte.weight = self.lm_head.weight\n",
+        )
+        .unwrap();
+        let out = port(MAIN, Some(&script)).expect("a fix");
+        assert!(out.contains(super::SWAP), "{out}");
+        // The same program with a model file that ties nothing: no finding.
+        std::fs::write(
+            dir.path().join("model.py"),
+            "from torch import nn\n\nclass GPT(nn.Module):\n    pass\n",
+        )
+        .unwrap();
+        let other = tempfile::tempdir().unwrap();
+        std::fs::copy(dir.path().join("model.py"), other.path().join("model.py")).unwrap();
+        assert_eq!(port(MAIN, Some(&other.path().join("train.py"))), None);
+    }
+
+    #[test]
+    fn near_misses_are_left_alone() {
+        let tie = "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.a.weight = self.b.weight\n";
+        // A library module (not a program): nothing.
+        assert_eq!(port(&format!("{tie}\nm = M().to('cuda')\n"), None), None);
+        // A program that never moves a module: nothing.
+        assert_eq!(
+            port(&format!("{tie}\nif __name__ == '__main__':\n    m = M()\n"), None),
+            None
+        );
+        // A program that moves but ties nothing: nothing.
+        assert_eq!(
+            port(
+                "import torch\n\nif __name__ == '__main__':\n    m = torch.nn.Linear(2, 2).to('cuda')\n",
+                None
+            ),
+            None
+        );
+        // A Hugging Face model and opacus's DP RNNs tie inside the library.
+        for import in [
+            "from transformers import AutoModelForCausalLM",
+            "from opacus.layers import DPGRU, DPLSTM",
+        ] {
+            let src = format!(
+                "import torch\n{import}\n\nif __name__ == '__main__':\n    m = load().to('cuda')\n"
+            );
+            assert!(port(&src, None).is_some_and(|o| o.contains(super::SWAP)), "{import}");
+        }
+    }
+}
