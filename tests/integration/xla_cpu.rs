@@ -104,6 +104,26 @@ fn torch_tpu_itself_runs_the_script() {
     );
 }
 
+/// HBM on xla-cpu: the live tpu tensors are counted (the script's CPU tensors are not), and with
+/// --strict-hbm an allocation past --hbm raises torch.OutOfMemoryError with TorchTPU's text.
+#[test]
+fn live_tpu_tensors_are_hbm_and_strict_hbm_raises() {
+    if !installed() {
+        return;
+    }
+    let out = tpuport(&venv())
+        .args(["run", "--no-tui", "--strict-hbm", "--hbm", "8MiB"])
+        .arg(repo().join("tests/scripts/xla_cpu_hbm.py"))
+        .output()
+        .unwrap();
+    let stdout = success(&out);
+    assert!(stdout.contains("live 4194304"), "{stdout}");
+    assert!(
+        stdout.contains("oom raised: the TPU ran out of memory while awaiting the materialization of value (tpuport xla-cpu: 12.0 MiB of tensors live"),
+        "{stdout}"
+    );
+}
+
 /// The GPT example trains on xla-cpu (compiled through TorchTPU: Dynamo's compile and
 /// TorchTPU's compile-cache counters are in the events), with losses that match the host's
 /// within the TPU's precision.
