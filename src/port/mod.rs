@@ -45,6 +45,7 @@ pub mod neighbours;
 pub mod noqa;
 pub mod notebook;
 pub mod parse;
+pub mod program;
 pub mod progress;
 pub mod render;
 pub mod review;

@@ -47,12 +47,6 @@ static TYING_IMPORT: LazyLock<Regex> = LazyLock::new(|| {
     .unwrap()
 });
 
-/// A project module imported at top level (`from model import GPT`, `from .layers import x`,
-/// `import model`).
-static IMPORTED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?m)^(?:from (\.*)([\w.]*) import |import ([\w.]+))").unwrap()
-});
-
 /// The statement already in the port (a second run changes nothing).
 pub const SWAP: &str = "set_swap_module_params_on_conversion";
 
@@ -137,8 +131,7 @@ impl Checker<'_> {
 }
 
 /// The first project module that `text` (the file at `path`) imports at top level, within
-/// `hops` modules, whose text satisfies `pred`. Project modules are files beside the script (as
-/// `python script.py` finds them) or in packages of the same tree.
+/// `hops` modules, whose text satisfies `pred`.
 fn project_file_that(
     path: &Path,
     text: &str,
@@ -148,19 +141,7 @@ fn project_file_that(
     if hops == 0 {
         return None;
     }
-    for m in IMPORTED.captures_iter(text) {
-        let (level, module) = match (m.get(2), m.get(3)) {
-            (Some(from), _) => (m[1].len(), from.as_str()),
-            (None, Some(import)) => (0, import.as_str()),
-            _ => continue,
-        };
-        let segments: Vec<&str> = module.split('.').filter(|s| !s.is_empty()).collect();
-        let Some(file) = module_path(path, level, &segments) else {
-            continue;
-        };
-        if file == path {
-            continue;
-        }
+    for file in crate::port::program::project_imports(path, text) {
         let Ok(t) = std::fs::read_to_string(&file) else {
             continue;
         };
@@ -173,20 +154,6 @@ fn project_file_that(
     }
     None
 }
-
-/// The file of a module imported by the file at `path`: beside it, or in the tree's packages.
-fn module_path(path: &Path, level: usize, segments: &[&str]) -> Option<PathBuf> {
-    if level == 0 && !segments.is_empty() {
-        let dir = path.parent()?;
-        let base = segments.iter().fold(dir.to_path_buf(), |p, s| p.join(s));
-        let file = base.with_extension("py");
-        if file.is_file() {
-            return Some(file);
-        }
-    }
-    crate::port::neighbours::module_in_tree(path, level, segments)
-}
-
 #[cfg(test)]
 mod tests {
     use crate::port::{RuleIndex, RuleSet, Settings, migrate_source_at};
@@ -230,7 +197,10 @@ mod tests {
         assert_eq!(port(&format!("{tie}\nm = M().to('cuda')\n"), None), None);
         // A program that never moves a module: nothing.
         assert_eq!(
-            port(&format!("{tie}\nif __name__ == '__main__':\n    m = M()\n"), None),
+            port(
+                &format!("{tie}\nif __name__ == '__main__':\n    m = M()\n"),
+                None
+            ),
             None
         );
         // A program that moves but ties nothing: nothing.
@@ -249,7 +219,10 @@ mod tests {
             let src = format!(
                 "import torch\n{import}\n\nif __name__ == '__main__':\n    m = load().to('cuda')\n"
             );
-            assert!(port(&src, None).is_some_and(|o| o.contains(super::SWAP)), "{import}");
+            assert!(
+                port(&src, None).is_some_and(|o| o.contains(super::SWAP)),
+                "{import}"
+            );
         }
     }
 }
