@@ -15,6 +15,7 @@ pub mod chips;
 pub mod config;
 pub mod deploy;
 pub mod detect;
+pub mod dists;
 pub mod doctor;
 pub mod interpreter;
 pub mod launcher;
@@ -251,5 +252,5 @@ pub fn world_size() -> u32 {
 
 /// The version of a distribution from its `*.dist-info` folder name (no import).
 pub fn installed_version(site_packages: &[PathBuf], dist: &str) -> Option<String> {
-    doctor::dist_version(site_packages, dist)
+    dists::dist_version(site_packages, dist)
 }

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::doctor::{dist_version, numbers};
+use super::dists::{dist_version, numbers};
 use super::interpreter::{PythonEnv, cache_root};
 
 /// The torch releases TorchTPU 0.2.0 ships glue for (its wheel's `Requires-Dist`).
