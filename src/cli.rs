@@ -57,9 +57,11 @@ enum Command {
     /// precision emulated (sim target), and compare the loss per step and the parameters.
     Numerics(NumericsArgs),
     /// Is this training script ready for a TPU? Ports a copy of its folder, runs the original on
-    /// this machine and the port on the sim (same seeds and arguments), and answers per section:
-    /// port, run, numerics (loss per step, first diverging layer), ops a TPU lacks, compiles and
-    /// syncs, fit on v5e/v5p/v6e/v7x. The user's files are not touched.
+    /// this machine, the port there too and the port on a TPU target (same seeds and arguments),
+    /// and answers per section: original machine (the port computes the original's losses bit
+    /// for bit where it ran, and prints the same), port, run, numerics (loss per step, first
+    /// diverging layer), ops a TPU lacks, compiles and syncs, fit on v5e/v5p/v6e/v7x. The user's
+    /// files are not touched.
     ///
     /// Exit code: 0 ready, 1 needs work or blocked, 2 could not check (the original fails here).
     Check(CheckArgs),
@@ -160,9 +162,10 @@ struct RunArgs {
     /// module, autograd, optimizer and DataLoader hooks that measure them stay out.
     #[arg(long)]
     no_breakdown: bool,
-    /// Record each step's loss (the scalar tensor `.backward()` is called on) in the step
-    /// events, with torch, random and numpy seeded 0 before the script: runs on two targets then
-    /// compare step by step (what `check` and `numerics` do; bench/realcode.sh uses it).
+    /// Record each step's loss (the scalar tensor `.backward()` is called on; under a
+    /// GradScaler, the loss it scaled) in the step events, with torch, random and numpy seeded 0
+    /// before the script: runs on two targets then compare step by step (what `check` and
+    /// `numerics` do; bench/realcode.sh uses it).
     #[arg(long)]
     losses: bool,
     /// No dashboard: one line per step and a summary at the end.
@@ -210,14 +213,14 @@ struct NumericsArgs {
 
 #[derive(Args)]
 struct CheckArgs {
-    /// The training script, then its own arguments, the same for both runs (use `--` before
+    /// The training script, then its own arguments, the same for every run (use `--` before
     /// ones that start with `-`).
     #[arg(required = true)]
     script: PathBuf,
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     args: Vec<String>,
-    /// Report folder: report.md, report.html, report.json, charts, the port's diff, both events
-    /// files and the copies (default: the terminal summary only).
+    /// Report folder: report.md, report.html, report.json, charts, the port's diff, the three
+    /// events files and the copies (default: the terminal summary only).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     output: Option<PathBuf>,
     /// Training steps in each run.
@@ -230,11 +233,11 @@ struct CheckArgs {
     /// `json`: the whole answer as JSON on stdout (for CI).
     #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
     output_format: CheckFormat,
-    /// Seconds each of the two runs may take.
+    /// Seconds each of the three runs may take.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
     /// Where the port runs: auto (a TPU if attached, else xla-cpu where installed, else the
-    /// sim), tpu, xla-cpu or sim. The original always runs on the host.
+    /// sim), tpu, xla-cpu or sim. The original, and the port beside it, always run on the host.
     #[arg(long, value_enum, default_value_t = TargetArg::Auto)]
     target: TargetArg,
     /// Python interpreter or venv (default: $VIRTUAL_ENV, else the project venv, else python3).

@@ -5,8 +5,10 @@ a TPU target: the sim, and TorchTPU itself on XLA:CPU (xla-cpu)? Driven by bench
 For each script of scripts.toml: a fresh copy of its folder from the pinned sdist; first the
 script as written on the host (`tpuport run --target host --cuda-on-cpu`: its CUDA runs on the
 CPU where there is none; `host_args`: the baseline);
-then `tpuport migrate` (findings as JSON, then `--write`, default settings: safe fixes only) and
-the port on each target (`tpuport run --target T --losses --no-tui --max-steps N`), all through a
+then `tpuport migrate` (findings as JSON, then `--write`, default settings: safe fixes only); the
+port where the original ran, the host (`--target host --cuda-on-cpu --losses`, `host_args`, from a
+copy of the migrated folder: the "original machine"), whose losses must be the baseline's bit for
+bit; and the port on each target (`tpuport run --target T --losses --no-tui --max-steps N`), all through a
 driver that sets up synthetic data (synthetic.py) and runs the script as __main__, with the same
 seeds, so that each target's losses can be compared with the host's step by step (`losses`: the
 worst relative difference). Each target's run is classified:
@@ -26,6 +28,18 @@ worst relative difference). Each target's run is classified:
   flagged    the port failed at a line where `tpuport migrate` left a finding for manual work:
              the migration told the user (a port gap it reports)
   failed     anything else: the exception's last line is recorded
+The port on the original machine is recorded apart, as `original_machine`:
+
+  identical  it ran, and every step's loss is the baseline's, bit for bit (same seeds, same
+             arguments, same driver): the migration kept what the script does where it ran
+  differs    a step's loss is not the baseline's (or only one run recorded it): the first such
+             step and both values
+  failed     the port fails where the original runs: the exception's last line and the line
+  n/a        not compared: the baseline does not run here (broken, or it needs a GPU or
+             PyTorch/XLA that this machine lacks), or neither run recorded a loss
+It is counted in the summary, not yet in the exit status (with today's literal "tpu" rewrites
+most ports fail there; issue 25's portable rewrites are to make them identical).
+
 Every outcome other than "ran" must be explained by scripts.toml's `expect` (`expect_xla_cpu` where
 xla-cpu's outcome differs from the sim's), or the harness exits 1 (as it does when a script with
 an `expect` runs).
@@ -36,6 +50,7 @@ OUT/<id>/ (the migrated copy, the events file, the run's output) and prints the 
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -172,6 +187,11 @@ def run_one(entry, a):
     if needs_cuda:
         rec["host"]["needs_cuda"] = True  # written for CUDA, and this machine has none: the port decides
     broken = not needs_cuda and (host["exit"] != 0 or host["steps"] == 0)
+    if broken or needs_cuda:
+        rec["original_machine"] = {"outcome": "n/a", "why": "the original does not run here (%s)" % (
+            "it needs a GPU or PyTorch/XLA" if needs_cuda else "it fails as written")}
+    else:
+        rec["original_machine"] = original_machine(a, entry, folder, work, host_args, steps_limit, host)
     rec["targets"] = {}
     for target in a.targets:
         t = on_target(a, entry, folder, work, target, steps_limit, manual_lines)
@@ -181,6 +201,51 @@ def run_one(entry, a):
         t["losses"] = loss_agreement(host["losses"], t.pop("loss_values"))
         rec["targets"][target] = t
     return rec
+
+
+def original_machine(a, entry, folder, work, host_args, steps_limit, host):
+    """The port where the original ran (the host, its CUDA on the CPU), from a copy of the migrated
+    folder (files one run writes must not reach another), with the baseline's arguments, driver
+    and seeds: identical, differs (the first step and both values) or failed (why)."""
+    copy = os.path.join(work, "port-host")
+    shutil.copytree(folder, copy)
+    run = launch(a, entry, copy, host_args, "host", steps_limit, os.path.join(work, "port-on-host"),
+                 flags=["--cuda-on-cpu"])
+    m = {"exit": run["exit"], "steps": run["steps"], "seconds": run["seconds"]}
+    if run["exit"] == 124:
+        m.update(outcome="failed", why="timed out after %ss (steps: %d)" % (a.timeout, run["steps"]))
+    elif run["exit"] != 0 or run["steps"] == 0:
+        why = one_line(run["exception"], run["output"]) if run["exit"] != 0 else "exited 0 without a training step"
+        at = frames_in(run["exception"], copy)[-1:]
+        if at:
+            why += " (at %s:%d)" % (os.path.relpath(at[0][0], copy), at[0][1])
+        m.update(outcome="failed", why=why)
+    elif not host["losses"] and not run["losses"]:
+        m.update(outcome="n/a", why="neither run recorded a loss")
+    else:
+        diff = first_difference(host["losses"], run["losses"])
+        if diff is None:
+            m.update(outcome="identical", steps_compared=len(host["losses"]))
+        else:
+            step, o, p = diff
+            m.update(outcome="differs", step=step, original=o, port=p,
+                     why="step %d: original %s, port %s" % (step, _loss(o), _loss(p)))
+    return m
+
+
+def _loss(v):
+    return "no loss" if v is None else repr(v)
+
+
+def first_difference(original, port):
+    """The first step whose losses are not the same number, bit for bit, or that only one run
+    recorded: (step, original, port), or None."""
+    for step in sorted(set(original) | set(port)):
+        o, p = original.get(step), port.get(step)
+        same = o is not None and p is not None and (o == p or (math.isnan(o) and math.isnan(p)))
+        if not same:
+            return step, o, p
+    return None
 
 
 def on_target(a, entry, migrated, work, target, steps_limit, manual_lines):
@@ -321,10 +386,23 @@ def expected(r, target):
     return None if why == "ran" else why
 
 
+ORIGINAL_MACHINE = ("identical", "differs", "failed", "n/a")
+
+
+def original_cell(r):
+    m = r.get("original_machine") or {}
+    outcome = m.get("outcome")
+    if outcome == "differs":
+        return "DIFFERS (step %d)" % m["step"]
+    if outcome == "failed":
+        return "FAILED"
+    return outcome or "-"
+
+
 def table(records, targets):
-    head = "| script | sdist | port: fixed / left | " + " | ".join(
+    head = "| script | sdist | port: fixed / left | original machine | " + " | ".join(
         "%s | losses (%s)" % (t, t) for t in targets) + " | s (host / %s) | why |" % " / ".join(targets)
-    rows = [head, "|" + " --- |" * (4 + 2 * len(targets) + 1)]
+    rows = [head, "|" + " --- |" * (5 + 2 * len(targets) + 1)]
     for r in records:
         m = r.get("migrate") or {}
         fixed = sum((m.get("fixed") or {}).values())
@@ -342,9 +420,21 @@ def table(records, targets):
             if why and (t == targets[0] or why != whys[-1][1] if whys else True):
                 whys.append((t, why))
         why = "; ".join("%s: %s" % (t, w) for t, w in whys) if len(targets) > 1 else "; ".join(w for _, w in whys)
-        rows.append("| %s | %s | %d / %d | %s | %s | %s |" % (
-            r["id"], r["sdist"], fixed, left, " | ".join(cells), " / ".join(secs), why.replace("|", "\\|")))
+        om = r.get("original_machine") or {}
+        if om.get("outcome") in ("differs", "failed"):
+            why = "original machine: %s%s" % (om.get("why", ""), "; " + why if why else "")
+        rows.append("| %s | %s | %d / %d | %s | %s | %s | %s |" % (
+            r["id"], r["sdist"], fixed, left, original_cell(r), " | ".join(cells), " / ".join(secs),
+            why.replace("|", "\\|")))
     rows.append("")
+    om = [(r.get("original_machine") or {}).get("outcome", "n/a") for r in records]
+    om_count = {k: om.count(k) for k in ORIGINAL_MACHINE}
+    compared = len(records) - om_count["n/a"]
+    rows.append("original machine: %d of the %d scripts compared compute the original's losses bit for bit where "
+                "it ran (the host, CUDA on the CPU) after the default migration (%.0f %%); %d compute other "
+                "losses, %d fail there; %d not compared (the original does not run here, or no loss was "
+                "recorded)." % (om_count["identical"], compared, 100.0 * om_count["identical"] / max(compared, 1),
+                                om_count["differs"], om_count["failed"], om_count["n/a"]))
     for t in targets:
         outs = [((r.get("targets") or {}).get(t) or {"outcome": r.get("outcome", "failed")})["outcome"] for r in records]
         count = {k: outs.count(k) for k in OUTCOMES}
@@ -385,6 +475,10 @@ def main():
         print("== %s (%s %s)" % (e["id"], e["sdist"], e["script"]), file=sys.stderr, flush=True)
         r = run_one(e, a)
         r["expect_xla_cpu"] = e.get("expect_xla_cpu")
+        om = r.get("original_machine")
+        if om:
+            print("   original machine: %s%s" % (om["outcome"], ": " + om["why"] if om.get("why") else ""),
+                  file=sys.stderr, flush=True)
         for t, x in (r.get("targets") or {}).items():
             print("   %s: %s%s" % (t, x["outcome"], ": " + x["why"] if x.get("why") else ""), file=sys.stderr, flush=True)
         if not r.get("targets"):

@@ -67,6 +67,20 @@ pub fn first_parting(rows: &[LossRow], rtol: f64) -> Option<&LossRow> {
     rows.iter().find(|r| r.rel.is_some_and(|d| d > rtol))
 }
 
+/// The same number, bit for bit (two NaNs count as the same: neither run has a loss to train on).
+pub fn same_bits(a: f64, b: f64) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+/// The first step where two runs on the same machine did not compute the same loss: a value
+/// that differs in any bit, or a step that one run recorded and the other did not.
+pub fn first_unequal(rows: &[LossRow]) -> Option<&LossRow> {
+    rows.iter().find(|r| match (r.original, r.port) {
+        (Some(o), Some(p)) => !same_bits(o, p),
+        _ => true,
+    })
+}
+
 /// One module call of the first step, port against original.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LayerRow {
@@ -128,6 +142,20 @@ mod tests {
         assert_eq!(first_parting(&rows, 1e-2).unwrap().step, 2);
         assert!(first_parting(&rows, 0.2).is_none());
         assert_eq!(rel_diff(f64::NAN, 1.0), f64::INFINITY);
+    }
+
+    #[test]
+    fn bit_for_bit_the_first_unequal_step_and_a_missing_one() {
+        let same = loss_table(&[(1, 4.25), (2, 3.5)], &[(1, 4.25), (2, 3.5)]);
+        assert!(first_unequal(&same).is_none());
+        // One unit in the last place is a difference.
+        let ulp = f64::from_bits(3.5f64.to_bits() + 1);
+        let off = loss_table(&[(1, 4.25), (2, 3.5)], &[(1, 4.25), (2, ulp)]);
+        assert_eq!(first_unequal(&off).unwrap().step, 2);
+        let short = loss_table(&[(1, 4.25), (2, 3.5)], &[(1, 4.25)]);
+        let row = first_unequal(&short).unwrap();
+        assert_eq!((row.step, row.port), (2, None));
+        assert!(same_bits(f64::NAN, f64::NAN) && !same_bits(0.0, -0.0));
     }
 
     #[test]

@@ -41,9 +41,23 @@ pub struct RunFacts {
     pub resident: Option<u64>,
     /// The script's last lines of output.
     pub output_tail: Vec<String>,
+    /// Every line the script wrote to its stdout, in order (up to [`STDOUT_LINES`]).
+    pub stdout: Vec<String>,
+    /// Whether the script wrote more stdout than [`STDOUT_LINES`] (the rest is not kept).
+    pub stdout_cut: bool,
+    /// The host run mapped the script's CUDA to the CPU (`--cuda-on-cpu` on a machine without
+    /// CUDA).
+    pub cuda_on_cpu: bool,
     /// The batch the script reported for its first step (`tpuport.report(samples=...)`).
     pub samples: Option<f64>,
 }
+
+/// The stdout lines a run keeps for the comparison with the original (a training script prints
+/// a few per step; beyond this it is a log, not a result).
+pub const STDOUT_LINES: usize = 20_000;
+
+/// The agent's note (its `tpuport` stream) when a host run maps CUDA to the CPU.
+const CUDA_ON_CPU_NOTE: &str = "host: no CUDA here";
 
 /// TorchTPU's own log line for an op it lacks that ran on the CPU (`enable_cpu_fallback`, a TPU
 /// or xla-cpu): `… operator 'aten::median' is not implemented for TPU. Falling back to CPU`.
@@ -133,7 +147,17 @@ impl RunFacts {
                         });
                     }
                 }
+                Event::Log(l) if l.stream == "tpuport" && l.line.starts_with(CUDA_ON_CPU_NOTE) => {
+                    f.cuda_on_cpu = true;
+                }
                 Event::Log(l) if l.stream == "stdout" || l.stream == "stderr" => {
+                    if l.stream == "stdout" {
+                        if f.stdout.len() < STDOUT_LINES {
+                            f.stdout.push(l.line.clone());
+                        } else {
+                            f.stdout_cut = true;
+                        }
+                    }
                     tail.push_back(l.line.clone());
                     if tail.len() > 20 {
                         tail.pop_front();
@@ -142,6 +166,16 @@ impl RunFacts {
                 _ => {}
             }
         }
+        // TorchTPU's log line (stderr) and the sim's warning (the events pipe) come through two
+        // pipes, in either order: an op seen with the script's line needs no unlocated twin.
+        let located: Vec<String> = f
+            .fallback_ops
+            .iter()
+            .filter(|u| !u.file.is_empty())
+            .map(|u| u.op.clone())
+            .collect();
+        f.fallback_ops
+            .retain(|u| !u.file.is_empty() || !located.contains(&u.op));
         f.sync_sites = by_count(sites);
         f.recompile_reasons = by_count(reasons);
         f.output_tail = tail.into_iter().collect();
@@ -165,6 +199,17 @@ impl RunFacts {
 
     pub fn ok(&self) -> bool {
         self.exit_code == 0 && self.summary.steps > 0
+    }
+
+    /// How a run that is not [`ok`](Self::ok) ended, in words: the exception's first line, a
+    /// timeout, an exit status, or no training step.
+    pub fn why_failed(&self) -> String {
+        match &self.exception {
+            Some(e) => format!("{}: {}", e.kind, e.message.lines().next().unwrap_or("")),
+            None if self.status == "timeout" => "it timed out (--timeout)".to_string(),
+            None if self.exit_code == 0 => "it ended without a training step".to_string(),
+            None => format!("it exited with {}", self.exit_code),
+        }
     }
 
     /// The script's own frame where the exception was raised (the last `File "…", line N` of
@@ -224,6 +269,22 @@ mod tests {
         assert_eq!(f.recompile_reasons, vec![("size mismatch".to_string(), 1)]);
         assert_eq!(f.resident, Some(900));
         assert!(f.ok());
+    }
+
+    #[test]
+    fn an_op_logged_before_its_warning_is_listed_once_with_its_line() {
+        let ev = parse(&[
+            r#"{"type":"log","t":1,"stream":"stderr","line":"[W] operator 'aten::median' is not implemented for TPU. Falling back to CPU"}"#,
+            r#"{"type":"warning","t":1.1,"category":"TpuCpuFallbackWarning","message":"operator 'aten::median' is not implemented for TPU. Falling back to CPU","file":"/w/port/train.py","line":15}"#,
+            r#"{"type":"log","t":1.2,"stream":"stderr","line":"[W] operator 'aten::kthvalue' is not implemented for TPU. Falling back to CPU"}"#,
+        ]);
+        let f = RunFacts::from_events(&ev);
+        let ops: Vec<(&str, u64)> = f
+            .fallback_ops
+            .iter()
+            .map(|u| (u.op.as_str(), u.line))
+            .collect();
+        assert_eq!(ops, [("aten::median", 15), ("aten::kthvalue", 0)]);
     }
 
     #[test]

@@ -1,15 +1,18 @@
 //! `tpuport check SCRIPT`: is this training script ready for a TPU? One command, the user's files
-//! untouched: it migrates a copy of the script's folder, runs the original as written on the host
-//! (its CUDA on the CPU where there is none) and the port where `tpuport run` would run it (a TPU;
-//! else TorchTPU on XLA:CPU where installed; else the sim), same seeds, same
-//! arguments, N steps each, then compares them step by step and layer by layer and answers per
-//! section: port, run, numerics, ops, compiles and syncs, fit (ready / needs work / blocked),
-//! in the terminal, as JSON, and as a Markdown and HTML report with charts.
+//! untouched: it migrates a copy of the script's folder and makes three runs, same seeds, same
+//! arguments, N steps each: the original as written on the host (its CUDA on the CPU where there
+//! is none), the port there too (it must compute the original's losses bit for bit: a port keeps
+//! the machine it came from), and the port where `tpuport run` would run it (a TPU; else
+//! TorchTPU on XLA:CPU where installed; else the sim). It compares them step by step and layer by
+//! layer and answers per section: original machine, port, run, numerics, ops, compiles and syncs,
+//! fit (ready / needs work / blocked), in the terminal, as JSON, and as a Markdown and HTML report
+//! with charts.
 
 pub mod charts;
 pub mod compare;
 pub mod facts;
 pub mod fit;
+pub mod original;
 pub mod port;
 pub mod report;
 pub mod verdict;
@@ -68,6 +71,9 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
     let work = out.join("work");
     let _ = std::fs::remove_dir_all(&work);
     let (original_dir, port_dir) = (work.join("original"), work.join("port"));
+    // The port's run on the host gets a copy of its own: files a run writes (checkpoints, logs,
+    // downloads) must not reach the run on the TPU target.
+    let port_host_dir = work.join("port-host");
     let say = |m: &str| {
         if !opts.json {
             eprintln!("tpuport check: {m}");
@@ -85,10 +91,12 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
         .map(|c| c.path.clone());
     say("porting the copy (tpuport migrate --write)");
     let port = port::migrate(&tpuport, &port_dir, config.as_ref())?;
+    workspace::copy_tree(&port_dir, &port_host_dir, &[])?;
 
     let layers_saved = out.join("layers-original.pt");
     let layers_json = out.join("layers.json");
     let (original_events, port_events) = (out.join("original.jsonl"), out.join("port.jsonl"));
+    let port_host_events = out.join("port-host.jsonl");
     say(&format!(
         "running the original on the host ({} steps)",
         opts.steps
@@ -129,6 +137,23 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
         return Ok(EXIT_COULD_NOT_CHECK);
     }
     say(&format!(
+        "running the port on the host too, where the original ran ({} steps)",
+        opts.steps
+    ));
+    let on_host = one_run(
+        &opts,
+        port_host_dir.join(&name),
+        &port_host_events,
+        Request {
+            target: TargetRequest::Host,
+            ..Request::default()
+        },
+        LayersSpec::default(),
+    );
+    in_folder(&port_host_dir, || crate::runtime::run(on_host))?;
+    let on_host = RunFacts::read(&port_host_events)?;
+    let machine = original::compare(&original, &on_host, &original_dir, &port_host_dir);
+    say(&format!(
         "running the port on {} ({} steps)",
         port_target_words(opts.target, opts.python.as_deref()),
         opts.steps
@@ -159,7 +184,13 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
     } else {
         compare::Layers::default()
     };
-    let checked = assemble(&opts, &port, &original, &ported, &port_dir, layers);
+    let runs = Runs {
+        original: &original,
+        on_host: &on_host,
+        ported: &ported,
+        port_dir: &port_dir,
+    };
+    let checked = assemble(&opts, &port, runs, machine, layers);
     report::write(&out, &checked, &port, opts.out.is_some())?;
     if opts.json {
         println!("{}", serde_json::to_string_pretty(&checked)?);
@@ -172,15 +203,31 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
     })
 }
 
-/// The whole answer, from the port's findings and the two runs' facts.
+/// The three runs' facts: the original on the host, the port there, the port on the TPU target
+/// (run in `port_dir`).
+#[derive(Clone, Copy)]
+pub struct Runs<'a> {
+    pub original: &'a RunFacts,
+    pub on_host: &'a RunFacts,
+    pub ported: &'a RunFacts,
+    pub port_dir: &'a Path,
+}
+
+/// The whole answer, from the port's findings, the three runs' facts and the port on the
+/// original's machine against the original.
 pub fn assemble(
     opts: &CheckOptions,
     port: &port::Port,
-    original: &RunFacts,
-    ported: &RunFacts,
-    port_dir: &Path,
+    runs: Runs,
+    machine: original::OriginalMachine,
     layers: compare::Layers,
 ) -> Checked {
+    let Runs {
+        original,
+        on_host,
+        ported,
+        port_dir,
+    } = runs;
     let losses = compare::loss_table(&original.losses, &ported.losses);
     let (mut numerics, parting, diverging) = verdict::numerics_section(&losses, &layers, opts.rtol);
     if ported.summary.run_start.as_ref().map(|s| s.target.as_str()) == Some("xla-cpu") {
@@ -195,6 +242,7 @@ pub fn assemble(
     );
     let ran = ported.summary.steps > 0;
     let sections = vec![
+        verdict::original_machine_section(&machine),
         verdict::port_section(port),
         verdict::run_section(ported, ported.failing_line(port_dir), opts.steps),
         numerics,
@@ -223,6 +271,8 @@ pub fn assemble(
         verdict: overall,
         sections,
         original: RunNumbers::of(original, "host"),
+        port_on_host: RunNumbers::of(on_host, "host"),
+        original_machine: machine,
         port: RunNumbers::of(
             ported,
             ported
@@ -241,8 +291,8 @@ pub fn assemble(
     }
 }
 
-/// One of the two runs: the script in its copy, the check's steps, seeds, losses and layers; the
-/// host run maps CUDA to the CPU where there is none.
+/// One of the three runs: the script in its copy, the check's steps, seeds, losses and layers;
+/// the host runs map CUDA to the CPU where there is none.
 fn one_run(
     opts: &CheckOptions,
     script: PathBuf,

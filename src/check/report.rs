@@ -10,7 +10,7 @@ use anyhow::Result;
 use super::charts;
 use super::compare::LossRow;
 use super::port::Port;
-use super::verdict::{Checked, Section, Verdict};
+use super::verdict::{Checked, RunNumbers, Section, Verdict};
 use crate::profile::aggregate::Aggregator;
 use crate::profile::event::Event;
 use crate::profile::report::write_atomic;
@@ -41,20 +41,43 @@ fn loss_cells(r: &LossRow) -> [String; 4] {
     [r.step.to_string(), num(r.original), num(r.port), rel]
 }
 
+fn target_words(target: &str) -> &'static str {
+    match target {
+        "xla-cpu" => "xla-cpu",
+        "tpu" => "the TPU",
+        _ => "the sim",
+    }
+}
+
+/// A loss exactly as recorded (the shortest decimal that reads back as the same number).
+fn exact(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".into(), |x| format!("{x}"))
+}
+
+/// The original machine's rows: step, original, port on the host, the same bit for bit.
+fn machine_cells(r: &LossRow) -> [String; 4] {
+    let same = match (r.original, r.port) {
+        (Some(o), Some(p)) if super::compare::same_bits(o, p) => "✔ same",
+        _ => "✖ differs",
+    };
+    [
+        r.step.to_string(),
+        exact(r.original),
+        exact(r.port),
+        same.into(),
+    ]
+}
+
 /// The terminal summary.
 pub fn text(c: &Checked, out: Option<&Path>) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "\ntpuport check {}: {} ({} steps each: the original on the host, the port on {})",
+        "\ntpuport check {}: {} ({} steps each: the original on the host, the port there and on {})",
         c.script,
         c.verdict.as_str().to_uppercase(),
         c.steps_asked,
-        match c.port.target.as_str() {
-            "xla-cpu" => "xla-cpu",
-            "tpu" => "the TPU",
-            _ => "the sim",
-        }
+        target_words(&c.port.target)
     );
     for sec in &c.sections {
         let _ = writeln!(
@@ -134,51 +157,44 @@ pub fn markdown(c: &Checked) -> String {
         );
     }
     s.push('\n');
-    let _ = writeln!(s, "## The two runs\n");
-    let _ = writeln!(s, "| | original (host) | port (sim) |\n| --- | --- | --- |");
-    let (o, p) = (&c.original, &c.port);
-    let row = |s: &mut String, k: &str, a: String, b: String| {
-        let _ = writeln!(s, "| {k} | {a} | {b} |");
-    };
-    row(
-        &mut s,
-        "exit",
-        format!("{} ({})", o.exit_code, o.status),
-        format!("{} ({})", p.exit_code, p.status),
+    let _ = writeln!(s, "## The three runs\n");
+    let _ = writeln!(
+        s,
+        "| | original (host) | port (host) | port ({}) |\n| --- | --- | --- | --- |",
+        c.port.target
     );
-    row(&mut s, "steps", o.steps.to_string(), p.steps.to_string());
-    let ms = |v: Option<f64>| {
-        v.map(|x| format!("{:.1} ms", x * 1e3))
+    let runs = [&c.original, &c.port_on_host, &c.port];
+    let row = |s: &mut String, k: &str, cell: &dyn Fn(&RunNumbers) -> String| {
+        let cells: Vec<String> = runs.iter().map(|r| cell(r)).collect();
+        let _ = writeln!(s, "| {k} | {} |", cells.join(" | "));
+    };
+    row(&mut s, "exit", &|r| {
+        format!("{} ({})", r.exit_code, r.status)
+    });
+    row(&mut s, "steps", &|r| r.steps.to_string());
+    row(&mut s, "median step", &|r| {
+        r.median_step_s
+            .map(|x| format!("{:.1} ms", x * 1e3))
             .unwrap_or_else(|| "–".into())
-    };
-    row(
-        &mut s,
-        "median step",
-        ms(o.median_step_s),
-        ms(p.median_step_s),
-    );
-    row(
-        &mut s,
-        "compiles (recompiles)",
-        format!("{} ({})", o.compiles, o.recompiles),
-        format!("{} ({})", p.compiles, p.recompiles),
-    );
-    let per = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "–".into());
-    row(
-        &mut s,
-        "host syncs per step",
-        per(o.syncs_per_step),
-        per(p.syncs_per_step),
-    );
-    let b = |v: Option<u64>| v.map(bytes).unwrap_or_else(|| "–".into());
-    row(
-        &mut s,
-        "peak device memory",
-        b(o.peak_device_bytes),
-        b(p.peak_device_bytes),
-    );
+    });
+    row(&mut s, "compiles (recompiles)", &|r| {
+        format!("{} ({})", r.compiles, r.recompiles)
+    });
+    row(&mut s, "host syncs per step", &|r| {
+        r.syncs_per_step
+            .map(|x| format!("{x:.1}"))
+            .unwrap_or_else(|| "–".into())
+    });
+    row(&mut s, "peak device memory", &|r| {
+        r.peak_device_bytes.map(bytes).unwrap_or_else(|| "–".into())
+    });
     s.push('\n');
-    let _ = writeln!(s, "![loss](loss.svg)\n");
+    original_machine_md(&mut s, c);
+    let _ = writeln!(
+        s,
+        "## The original against the port on {}\n\n![loss](loss.svg)\n",
+        target_words(&c.port.target)
+    );
     let _ = writeln!(
         s,
         "| step | original loss | port loss | relative difference |\n| --- | --- | --- | --- |"
@@ -234,9 +250,48 @@ pub fn markdown(c: &Checked) -> String {
     }
     let _ = writeln!(
         s,
-        "The port's changes: [port.diff](port.diff); the copies and both events files: `work/`, `original.jsonl`, `port.jsonl`."
+        "The port's changes: [port.diff](port.diff); the copies and the three events files: `work/`, `original.jsonl`, `port-host.jsonl`, `port.jsonl`."
     );
     s
+}
+
+/// The port on the original's machine: its losses beside the original's, bit for bit, and the
+/// stdout lines that differ.
+fn original_machine_md(s: &mut String, c: &Checked) {
+    let m = &c.original_machine;
+    let _ = writeln!(
+        s,
+        "## Original machine\n\nThe port on {}, where the original ran, same seeds and arguments: each step's loss must be the original's, bit for bit, and the stdout the same (timings, clock times, addresses and the folder masked).\n",
+        m.machine
+    );
+    if let Some(f) = &m.failure {
+        let _ = writeln!(
+            s,
+            "The port failed there{}: `{}`\n",
+            match (&f.at, &f.code) {
+                (Some(a), Some(code)) => format!(" at {a}, `{}`", code.replace('`', "'")),
+                (Some(a), None) => format!(" at {a}"),
+                _ => String::new(),
+            },
+            f.error.replace('`', "'")
+        );
+    }
+    if m.losses.iter().any(|r| r.port.is_some()) {
+        let _ = writeln!(
+            s,
+            "| step | original loss | port loss (host) | bit for bit |\n| --- | --- | --- | --- |"
+        );
+        for r in &m.losses {
+            let _ = writeln!(s, "| {} |", machine_cells(r).join(" | "));
+        }
+        s.push('\n');
+    }
+    for d in &m.stdout.differences {
+        let _ = writeln!(s, "- `{}`", d.describe().replace('`', "'"));
+    }
+    if !m.stdout.differences.is_empty() {
+        s.push('\n');
+    }
 }
 
 /// What the report says in place of the compiles chart when the port compiled nothing (an
@@ -297,6 +352,26 @@ pub fn html(c: &Checked, svgs: &[(&str, &str)]) -> String {
     }
     if let Some(note) = no_compiles(c) {
         let _ = writeln!(s, "<p id=\"chart-compiles\">{}</p>", esc(&note));
+    }
+    let m = &c.original_machine;
+    let _ = writeln!(
+        s,
+        "<h2>Original machine</h2><p>The port on {}, where the original ran, same seeds and arguments: each step's loss must be the original's, bit for bit.</p>",
+        esc(&m.machine)
+    );
+    if m.losses.iter().any(|r| r.port.is_some()) {
+        let _ = writeln!(
+            s,
+            "<table id=\"original-machine\"><tr><th>step</th><th>original loss</th><th>port loss (host)</th><th>bit for bit</th></tr>"
+        );
+        for r in &m.losses {
+            let _ = writeln!(
+                s,
+                "<tr><td>{}</td></tr>",
+                machine_cells(r).join("</td><td>")
+            );
+        }
+        s.push_str("</table>\n");
     }
     let _ = writeln!(
         s,

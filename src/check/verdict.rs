@@ -1,6 +1,7 @@
 //! The answer of `tpuport check`, section by section, each with a verdict (ready, needs work,
-//! blocked) and the facts behind it: port, run, numerics, ops, compiles and syncs, fit. The
-//! whole [`Checked`] is what the JSON report holds; the text and Markdown/HTML reports render it.
+//! blocked) and the facts behind it: original machine, port, run, numerics, ops, compiles and
+//! syncs, fit. The whole [`Checked`] is what the JSON report holds; the text and Markdown/HTML
+//! reports render it.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +10,7 @@ use serde::Serialize;
 use super::compare::{LayerRow, Layers, LossRow, first_diverging, first_parting};
 use super::facts::{OpUse, RunFacts};
 use super::fit::ChipFit;
+use super::original::OriginalMachine;
 use super::port::{Finding, Port};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -82,6 +84,11 @@ pub struct Checked {
     pub verdict: Verdict,
     pub sections: Vec<Section>,
     pub original: RunNumbers,
+    /// The port's run where the original ran (the host).
+    pub port_on_host: RunNumbers,
+    /// That run against the original's: the losses bit for bit, the stdout line by line.
+    pub original_machine: OriginalMachine,
+    /// The port's run on the TPU target.
     pub port: RunNumbers,
     pub losses: Vec<LossRow>,
     pub first_parting_step: Option<u64>,
@@ -148,6 +155,115 @@ pub fn port_section(port: &Port) -> Section {
     }
 }
 
+/// The port on the original's machine: ready when it computes the original's losses bit for
+/// bit and prints the same; blocked when a loss differs (a safe fix changed the program where it
+/// ran) or the port fails there; needs work when only printed lines differ, or no loss was
+/// recorded to compare.
+pub fn original_machine_section(m: &OriginalMachine) -> Section {
+    let name = "original machine";
+    let on = &m.machine;
+    let mut lines: Vec<String> = m.stdout.differences.iter().map(|d| d.describe()).collect();
+    if m.stdout.differing > lines.len() {
+        lines.push(format!(
+            "… {} more stdout lines differ",
+            m.stdout.differing - lines.len()
+        ));
+    }
+    if let Some(f) = &m.failure {
+        let mut items = vec![];
+        match (&f.at, &f.code) {
+            (Some(at), Some(code)) => items.push(format!("at {at}: {code}")),
+            (Some(at), None) => items.push(format!("at {at}")),
+            _ => {}
+        }
+        items.extend(f.output.iter().cloned());
+        return Section {
+            name,
+            verdict: Verdict::Blocked,
+            summary: format!(
+                "the port fails on {on}, where the original runs: {}; a port must still run on the machine the script was written for (the port's changes: port.diff in the report, or `tpuport migrate --diff`)",
+                f.error
+            ),
+            items,
+        };
+    }
+    let shown = |v: Option<f64>| v.map_or_else(|| "no loss".to_string(), |x| format!("{x}"));
+    if let Some(d) = &m.first_loss_difference {
+        let mut items = vec![format!(
+            "step {}: original {} | port {}",
+            d.step,
+            shown(d.original),
+            shown(d.port)
+        )];
+        items.extend(lines);
+        return Section {
+            name,
+            verdict: Verdict::Blocked,
+            summary: format!(
+                "the port computes something else than the original on {on}: the loss of step {} is {} in the original and {} in the port (same seeds; they must be equal bit for bit): a rewrite changed what the program does where it ran (the port's changes: port.diff in the report, or `tpuport migrate --diff`)",
+                d.step,
+                shown(d.original),
+                shown(d.port)
+            ),
+            items,
+        };
+    }
+    let same_output = m.stdout.differing == 0;
+    let printed = if same_output {
+        format!(
+            "prints the same ({} stdout line{}{})",
+            m.stdout.original_lines,
+            if m.stdout.original_lines == 1 {
+                ""
+            } else {
+                "s"
+            },
+            if m.stdout.cut {
+                ", up to the lines kept"
+            } else {
+                ""
+            }
+        )
+    } else {
+        format!(
+            "{} of its {} stdout lines differ from the original's (timings, clock times, addresses and the folder masked)",
+            m.stdout.differing, m.stdout.port_lines
+        )
+    };
+    if m.losses_compared == 0 {
+        return Section {
+            name,
+            verdict: Verdict::NeedsWork,
+            summary: format!(
+                "the port runs on {on}, but neither run recorded a loss (the scalar backward() is called on) to compare bit for bit; {}{printed}",
+                if same_output { "it " } else { "" }
+            ),
+            items: lines,
+        };
+    }
+    let n = m.losses_compared;
+    let losses = format!(
+        "the port runs on {on} as the original does: the same loss{} bit for bit on {} {n} step{}",
+        if n == 1 { "" } else { "es" },
+        if n == 1 { "its" } else { "all" },
+        if n == 1 { "" } else { "s" }
+    );
+    Section {
+        name,
+        verdict: if same_output {
+            Verdict::Ready
+        } else {
+            Verdict::NeedsWork
+        },
+        summary: if same_output {
+            format!("{losses}, and it {printed}")
+        } else {
+            format!("{losses}, but {printed}")
+        },
+        items: lines,
+    }
+}
+
 pub fn run_section(port: &RunFacts, failing_line: Option<String>, steps: u32) -> Section {
     let on = port.target();
     if port.ok() {
@@ -184,11 +300,7 @@ pub fn run_section(port: &RunFacts, failing_line: Option<String>, steps: u32) ->
             items,
         };
     }
-    let why = match &port.exception {
-        Some(e) => format!("{}: {}", e.kind, e.message.lines().next().unwrap_or("")),
-        None if port.exit_code == 0 => "it ended without a training step".to_string(),
-        None => format!("it exited with {}", port.exit_code),
-    };
+    let why = port.why_failed();
     let mut items = vec![];
     if let Some(l) = failing_line {
         items.push(format!("at {l}"));

@@ -1,5 +1,5 @@
 """Check the DOM of a `tpuport check` HTML report (tests/integration/check.rs): a well-formed page
-(every element closed in order), its verdict, the six sections, the loss table, and the inline
+(every element closed in order), its verdict, the seven sections, the loss table, and the inline
 SVG charts that draw something: loss, HBM, and compiles unless the port compiled nothing (then a
 "no compiles" line in its place). Prints what is wrong and exits 1."""
 import sys
@@ -48,8 +48,8 @@ def main(path):
         if want not in dom.ids:
             problems.append("no element #%s" % want)
     rows = text.split('<table id="sections">', 1)[-1].split("</table>", 1)[0].count("<tr>") - 1
-    if rows != 6:
-        problems.append("the sections table has %d rows, not 6" % rows)
+    if rows != 7:
+        problems.append("the sections table has %d rows, not 7" % rows)
     compiles = dom.ids.get("chart-compiles", {}).get("tag")
     if compiles == "p" and "no compiles" not in text:
         problems.append("#chart-compiles is no chart and does not say 'no compiles'")

@@ -9,6 +9,10 @@ it makes the script's CUDA the CPU:
 - ``torch.cuda`` answers the script's calls for one device: available, count 1, index 0,
   ``synchronize`` and ``empty_cache`` do nothing, memory figures 0, events timed on the host,
   streams in order (torch's own callers keep the host's answers: no CUDA);
+- ``torch.accelerator`` answers as on that one-GPU machine: available, ``current_accelerator()``
+  ``device(type='cuda')`` (so a portable port, written for "the current accelerator", takes the
+  path the original takes on CUDA, and its tensors go where the original's go: the CPU), one
+  device, index 0, memory figures 0; torch's own callers keep the host's answers;
 - ``torch.autocast("cuda", dtype)`` is the CPU's autocast with that dtype, ``GradScaler("cuda")``
   the CPU's scaler; ``init_process_group("nccl")`` uses gloo.
 
@@ -36,8 +40,10 @@ def _is_cuda(d):
 def install(torch):
     if torch.cuda.is_available():
         return False  # the script's CUDA is real: nothing to map
+    cuda = torch.device("cuda")  # made before the device mode, which makes "cuda" the CPU
     _devices(torch)
     _cuda_api(torch)
+    _accelerator(torch, cuda)
     _amp(torch)
     _distributed(torch)
     return True
@@ -178,6 +184,43 @@ def _cuda_api(torch):
             setattr(cuda, name, fn)
         else:
             setattr(cuda, name, _for_script(fn, host, name))
+
+
+def _accelerator(torch, cuda):
+    """``torch.accelerator`` for the script's calls: the one CUDA device the script was written
+    for (whose tensors the device mode puts on the CPU)."""
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is None:
+        return
+    nothing = lambda *a, **k: None  # noqa: E731
+    zero = lambda *a, **k: 0  # noqa: E731
+    total = _Properties().total_memory
+    patches = {
+        "is_available": lambda: True,
+        "current_accelerator": lambda check_available=False: cuda,
+        "device_count": lambda: 1,
+        "current_device_index": lambda: 0,
+        "current_device_idx": lambda: 0,
+        "set_device_index": nothing,
+        "set_device_idx": nothing,
+        "device_index": lambda device=None: contextlib.nullcontext(),
+        "synchronize": nothing,
+        "empty_cache": nothing,
+        "memory_allocated": zero,
+        "max_memory_allocated": zero,
+        "memory_reserved": zero,
+        "max_memory_reserved": zero,
+        "reset_peak_memory_stats": nothing,
+        "reset_accumulated_memory_stats": nothing,
+        "memory_stats": lambda *a, **k: {},
+        "get_memory_info": lambda device=None: (total, total),
+        "current_stream": lambda device=None: Stream(),
+        "set_stream": nothing,
+    }
+    for name, fn in patches.items():
+        host = getattr(accelerator, name, None)
+        if host is not None:
+            setattr(accelerator, name, _for_script(fn, host, name))
 
 
 def _for_script(fn, host, name):

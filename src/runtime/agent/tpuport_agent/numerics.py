@@ -19,24 +19,54 @@ def install(agent, torch):
 
 
 def seed_and_record_loss(agent, torch):
-    """Same seeds in both runs; the loss of each step is the tensor backward() is called on
-    (also used by ``tpuport check``)."""
+    """Same seeds in both runs; the loss of each step is the tensor backward() is called on, or
+    under a GradScaler the loss it scaled (also used by ``tpuport check`` and ``run --losses``)."""
     torch.manual_seed(0)
     random.seed(0)
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed(0)
     original = torch.Tensor.backward
+    _remember_scaled_losses(torch)
 
     def backward(self, *args, **kwargs):
         if self.numel() == 1 and not agent._in_sync:
             agent._in_sync = True
             try:
-                agent.pending["loss"] = float(self.detach().float())
+                loss = getattr(self, SCALED_FROM, None)
+                loss = loss if isinstance(loss, torch.Tensor) else self
+                agent.pending["loss"] = float(loss.detach().float())
             finally:
                 agent._in_sync = False
         return original(self, *args, **kwargs)
 
     torch.Tensor.backward = backward
+
+
+# The attribute a GradScaler's output carries: the loss before scaling. A scaler multiplies the
+# loss by its scale (65536 at first) before backward(), so the tensor backward() is called on is
+# not the script's loss, and a run whose scaler is off (a port that dropped it, a TPU's
+# GradScaler(enabled=False)) would part from one whose scaler is on by that factor alone.
+SCALED_FROM = "_tpuport_scaled_from"
+
+
+def _remember_scaled_losses(torch):
+    scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
+    if scaler is None or getattr(scaler.scale, "_tpuport", False):
+        return
+    scale = scaler.scale
+
+    def remember(self, outputs):
+        out = scale(self, outputs)
+        if isinstance(outputs, torch.Tensor) and isinstance(out, torch.Tensor) and out is not outputs:
+            try:
+                setattr(out, SCALED_FROM, outputs)
+            except (AttributeError, TypeError):
+                pass  # a tensor type that takes no attributes: its scaled value is recorded
+        return out
+
+    remember._tpuport = True
+    remember.__doc__ = scale.__doc__
+    scaler.scale = remember
 
 
 def finish(agent):
