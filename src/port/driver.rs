@@ -57,6 +57,8 @@ pub const EXIT_ERROR: u8 = 2;
 
 struct FileReport {
     outcome: Option<Outcome>,
+    /// What the migration left, for the program it belongs to ([`super::program`]).
+    state: Option<super::program::FileState>,
     issues: Vec<FileIssue>,
     /// Findings / diff, ready to print.
     text: String,
@@ -75,6 +77,9 @@ struct Totals {
     diagnostics: usize,
     counts: render::Counts,
     hidden_unsafe: usize,
+    /// Programs (entry scripts): ported whole, partly ported and blocked (reported: PRG001),
+    /// not ported (their findings are all manual work), nothing to port.
+    programs: [usize; 4],
 }
 
 pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
@@ -99,6 +104,8 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
     let mut totals = Totals::default();
     let mut json_all: Vec<serde_json::Value> = vec![];
     let mut issues: Vec<FileIssue> = found.issues;
+    let states: Vec<super::program::FileState> =
+        reports.iter().filter_map(|r| r.state.clone()).collect();
     for r in reports {
         totals.scanned += 1;
         totals.hidden_unsafe += r.hidden_unsafe;
@@ -135,6 +142,7 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
             out.write_all(r.text.as_bytes())?;
         }
     }
+    program_findings(rules, &states, opts, &mut totals, &mut json_all, &mut out)?;
     let mut bad: Vec<&PathBuf> = issues.iter().map(|i| &i.path).collect();
     bad.sort();
     bad.dedup();
@@ -196,6 +204,7 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
 fn process(path: &Path, rules: &RuleSet, index: &RuleIndex, opts: &Options) -> FileReport {
     let mut report = FileReport {
         outcome: None,
+        state: None,
         issues: vec![],
         text: String::new(),
         json: vec![],
@@ -271,8 +280,92 @@ fn process(path: &Path, rules: &RuleSet, index: &RuleIndex, opts: &Options) -> F
     {
         report.issues.extend(write_output(path, source.bom, new));
     }
+    report.state = Some(super::program::state_of(
+        path,
+        &source.text,
+        &outcome,
+        rules,
+        required,
+    ));
     report.outcome = Some(outcome);
     report
+}
+
+/// The programs of the run judged whole ([`super::program`]): a program that a TPU would still
+/// stop at a CUDA reference the migration left gets one PRG001 finding on its entry script,
+/// naming the places (unless PRG001 is not selected). Counted in the totals.
+fn program_findings(
+    rules: &RuleSet,
+    states: &[super::program::FileState],
+    opts: &Options,
+    totals: &mut Totals,
+    json_all: &mut Vec<serde_json::Value>,
+    out: &mut impl Write,
+) -> Result<()> {
+    use super::program::Verdict;
+    let Some(index) = rules.rules.iter().position(|r| r.id == "PRG001") else {
+        return Ok(());
+    };
+    let rule = &rules.rules[index];
+    let required = opts.settings.required();
+    for p in super::program::judge(states) {
+        match p.verdict {
+            Verdict::Whole => totals.programs[0] += 1,
+            Verdict::NoCuda => totals.programs[3] += 1,
+            // Nothing was ported: its own findings say what to do, line by line.
+            Verdict::Blocked { partly: false } => totals.programs[2] += 1,
+            Verdict::Blocked { partly: true } => {
+                totals.programs[1] += 1;
+                *totals.counts.found.entry(rule.id.clone()).or_default() += 1;
+                *totals.counts.left.entry(rule.id.clone()).or_default() += 1;
+                totals.diagnostics += 1;
+                if opts.statistics {
+                    continue;
+                }
+                let dir = p.entry.parent().map(Path::to_path_buf).unwrap_or_default();
+                let name = |f: &Path| f.strip_prefix(&dir).unwrap_or(f).display().to_string();
+                let diags = [super::diagnostic::Diagnostic {
+                    rule: index,
+                    range: ruff_text_size::TextRange::default(),
+                    message: rule.message.replace("{detail}", &p.reason(&name)),
+                    fix: None,
+                    note: None,
+                }];
+                let display = p.entry.display().to_string();
+                let text = states
+                    .iter()
+                    .find(|s| s.path == p.entry)
+                    .map_or("", |s| s.text.as_str());
+                match opts.format {
+                    Format::Json => {
+                        for d in render::json_diagnostics(&display, text, &diags, rules, required) {
+                            json_all.push(serde_json::to_value(d).unwrap_or_default());
+                        }
+                    }
+                    Format::Sarif => json_all.extend(super::sarif::results(
+                        &display, text, &diags, rules, required,
+                    )),
+                    Format::Github => out.write_all(
+                        super::github::annotations(&display, text, &diags, rules, required)
+                            .as_bytes(),
+                    )?,
+                    Format::Text if opts.mode != Mode::Diff => out.write_all(
+                        render::diagnostics_text_grouped(
+                            &display,
+                            text,
+                            &diags,
+                            rules,
+                            required,
+                            !opts.quiet,
+                        )
+                        .as_bytes(),
+                    )?,
+                    Format::Text => {}
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The one migration of a Python file's text, for every mode (`migrate -i` offers the fixes
@@ -328,6 +421,7 @@ fn notebook_report(
     );
     let mut report = FileReport {
         outcome: None,
+        state: None,
         issues: nb.issues,
         text: nb.text,
         json: nb.json,
@@ -378,6 +472,15 @@ fn summary(w: &mut impl Write, t: &Totals, opts: &Options, secs: f64) -> std::io
     )?;
     if t.ignored > 0 {
         writeln!(w, "  skipped by `# tpuport: ignore-file`: {}", t.ignored)?;
+    }
+    let [whole, blocked, manual, none] = t.programs;
+    let all = whole + blocked + manual + none;
+    if all > 0 {
+        writeln!(
+            w,
+            "  programs: {all} entry script{}: {whole} ported whole, {blocked} partly ported and blocked on a TPU (PRG001), {manual} left for manual work, {none} with nothing to port",
+            if all == 1 { "" } else { "s" }
+        )?;
     }
     if fixed > 0 {
         let word = if opts.mode == Mode::Write {

@@ -114,6 +114,8 @@ pub struct Outcome {
     pub skipped: bool,
     /// True if a `# tpuport: ignore-file` comment exempts the whole file: nothing was checked.
     pub ignored: bool,
+    /// The file runs as a program (an entry script): [`program`] judges the program whole.
+    pub program: bool,
 }
 
 impl Outcome {
@@ -243,6 +245,7 @@ pub fn migrate_chosen(
     let diagnostics = check::check(source, &parsed, &sem, rules, index, &active, &facts);
     let mut out = Outcome {
         syntax_errors: parsed.errors.clone(),
+        program: facts.program,
         ..Outcome::default()
     };
     let used_before = imports::used_imports(&sem, &parsed.module);

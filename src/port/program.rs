@@ -74,7 +74,10 @@ impl Program {
             .blocks
             .iter()
             .take(4)
-            .map(|(p, l)| format!("{}:{} {}", root(p), l.line, l.rule))
+            .map(|(p, l)| match l.line {
+                0 => format!("{} {}", root(p), l.rule),
+                n => format!("{}:{n} {}", root(p), l.rule),
+            })
             .collect();
         let more = if n > shown.len() {
             format!(" and {} more", n - shown.len())
@@ -209,6 +212,76 @@ fn module_path(path: &Path, level: usize, segments: &[&str]) -> Option<PathBuf> 
         }
     }
     super::neighbours::module_in_tree(path, level, segments)
+}
+
+/// What the migration did to one file, as [`judge`] needs it: the fixes of blocking families
+/// applied, and the findings of blocking families left at the trust level `required` (no fix, or
+/// one below it).
+pub fn state_of(
+    path: &Path,
+    text: &str,
+    outcome: &super::Outcome,
+    rules: &super::RuleSet,
+    required: super::rules::FixClass,
+) -> FileState {
+    let blocking = |rule: &str| {
+        let family: String = rule
+            .chars()
+            .take_while(|c| c.is_ascii_alphabetic())
+            .collect();
+        BLOCKING_FAMILIES.contains(&family.as_str())
+    };
+    let applied = outcome
+        .applied
+        .iter()
+        .filter(|(r, _)| blocking(r))
+        .map(|(_, n)| n)
+        .sum();
+    let index = super::render::LineIndex::new(text);
+    // Findings without a fix at this trust level, as many per rule as remain on the result (a
+    // finding another fix rewrote away is absorbed, not left).
+    let mut quota = outcome.remaining.clone();
+    let left = outcome
+        .diagnostics
+        .iter()
+        .filter(|d| {
+            let id = &rules.rules[d.rule].id;
+            let unfixed = d.fix.as_ref().is_none_or(|f| f.applicability < required);
+            let q = quota.get_mut(id);
+            match q {
+                Some(n) if unfixed && blocking(id) && *n > 0 => {
+                    *n -= 1;
+                    true
+                }
+                _ => false,
+            }
+        })
+        .map(|d| Left {
+            rule: rules.rules[d.rule].id.clone(),
+            line: index.line_col(text, d.range.start()).0,
+            message: d.message.clone(),
+        })
+        .collect::<Vec<_>>();
+    // What remains beyond the original findings was revealed by a fix (a nested use): left too.
+    let mut left = left;
+    for (id, n) in quota {
+        if blocking(&id) {
+            for _ in 0..n {
+                left.push(Left {
+                    rule: id.clone(),
+                    line: 0,
+                    message: "revealed by another fix".into(),
+                });
+            }
+        }
+    }
+    FileState {
+        path: path.to_path_buf(),
+        program: outcome.program,
+        applied,
+        left,
+        text: text.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("rules/ATN.toml", include_str!("../../../rules/ATN.toml")),
     ("rules/KRN.toml", include_str!("../../../rules/KRN.toml")),
     ("rules/LIB.toml", include_str!("../../../rules/LIB.toml")),
+    ("rules/PRG.toml", include_str!("../../../rules/PRG.toml")),
 ];
 
 /// A problem in a rule file, located as precisely as we can.

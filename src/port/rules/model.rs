@@ -49,6 +49,9 @@ pub enum Lint {
     HalfPrecision,
     /// A program that moves modules and shares weights between them (TorchTPU unties them).
     SharedWeightsMove,
+    /// A program (entry script and its project modules) that the migration left blocked on a
+    /// TPU: judged over the whole run by `port::program`, not per file.
+    ProgramBlocked,
 }
 
 impl Lint {
@@ -58,7 +61,7 @@ impl Lint {
     }
 
     /// Every lint: its name in rule files and what it finds.
-    pub const ALL: [(&'static str, Lint, &'static str); 11] = [
+    pub const ALL: [(&'static str, Lint, &'static str); 12] = [
         (
             "host-sync-in-loop",
             Lint::HostSyncInLoop,
@@ -113,6 +116,11 @@ impl Lint {
             "shared-weights-move",
             Lint::SharedWeightsMove,
             "a program that moves modules with .to()/.cuda() and shares a weight between modules (a tie in its own code, tie_weights, opacus's DP RNNs)",
+        ),
+        (
+            "program-blocked",
+            Lint::ProgramBlocked,
+            "a program (an entry script and the project modules it imports) that still meets CUDA references left for manual work (judged over the whole run)",
         ),
     ];
 

@@ -68,6 +68,8 @@ impl<'a> Checker<'a> {
                 }
                 Lint::ConvWithoutChannelsLast => model::conv_nets(self),
                 Lint::SharedWeightsMove => self.shared_weights_moves(),
+                // Judged over the whole run, not per file (`port::program`, the driver).
+                Lint::ProgramBlocked => vec![],
                 Lint::HalfPrecision => model::half_casts(self),
                 // Padding matters where batches are fed to a model: in programs and in modules
                 // that train (a library pipeline pads prompts to check their length).

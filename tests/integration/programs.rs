@@ -1,0 +1,75 @@
+//! Programs, judged whole (issue 25): an entry script and the project modules it imports are
+//! ported together; a program the migration leaves blocked on a TPU gets one PRG001 finding on
+//! its entry script naming the places, and the summary counts the programs.
+
+use std::fs;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// A two-file program whose model module keeps a CUDA stream (left for manual work), and a
+/// program that ports whole: the first is reported as blocked, with the module's line.
+#[test]
+fn a_blocked_program_is_named_once_on_its_entry_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocked = dir.path().join("blocked");
+    let whole = dir.path().join("whole");
+    for d in [&blocked, &whole] {
+        fs::create_dir_all(d).unwrap();
+    }
+    fs::write(
+        blocked.join("train.py"),
+        "import torch\nfrom model import Net\n\nif __name__ == \"__main__\":\n    net = Net()\n    torch.cuda.synchronize()\n",
+    )
+    .unwrap();
+    fs::write(
+        blocked.join("model.py"),
+        "import torch\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        s = torch.cuda.Stream()\n        with torch.cuda.stream(s):\n            return x * 2\n",
+    )
+    .unwrap();
+    fs::write(
+        whole.join("train.py"),
+        "import torch\n\nif __name__ == \"__main__\":\n    torch.cuda.synchronize()\n",
+    )
+    .unwrap();
+    let out = Command::cargo_bin("tpuport")
+        .unwrap()
+        .args(["migrate", "--isolated", "--output-format", "json"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let findings: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let programs: Vec<&Value> = findings.iter().filter(|f| f["rule"] == "PRG001").collect();
+    assert_eq!(programs.len(), 1, "{findings:#?}");
+    let p = programs[0];
+    assert!(
+        p["path"].as_str().unwrap().ends_with("blocked/train.py"),
+        "{p:#}"
+    );
+    let message = p["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("this program is partly ported: on a TPU it still meets")
+            && message.contains("model.py:"),
+        "{message}"
+    );
+    assert_eq!(p["fix_class"], "manual");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("programs: 2 entry scripts: 1 ported whole, 1 partly ported and blocked on a TPU (PRG001), 0 left for manual work, 0 with nothing to port"),
+        "{stderr}"
+    );
+    // --statistics counts it like any finding (found = left).
+    let stats = Command::cargo_bin("tpuport")
+        .unwrap()
+        .args(["migrate", "--isolated", "--statistics"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&stats.stdout);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("PRG001") && l.split_whitespace().nth(1) == Some("1")),
+        "{table}"
+    );
+}
