@@ -41,6 +41,7 @@ pub mod github;
 pub mod helpers;
 pub mod imports;
 pub mod index;
+pub mod located;
 pub mod neighbours;
 pub mod noqa;
 pub mod notebook;

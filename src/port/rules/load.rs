@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use super::compile::{compile_position, compile_rule};
 use super::model::{Helper, RuleFile, RuleSet};
 use super::schema::RuleFileDef;
+use crate::port::located::{line_of_offset, one_line, toml_error};
 
 /// The built-in rule files, compiled into the binary.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -40,13 +41,25 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("rules/LIB.toml", include_str!("../../../rules/LIB.toml")),
 ];
 
-/// A problem in a rule file, located as precisely as we can.
+/// A problem in a rule file, located as precisely as we can; shown on one line (control
+/// characters in the path or in quoted values are escaped).
 #[derive(Debug, thiserror::Error)]
-#[error("{path}:{line}: {message}")]
 pub struct RuleError {
     pub path: String,
     pub line: usize,
     pub message: String,
+}
+
+impl std::fmt::Display for RuleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}: {}",
+            one_line(&self.path),
+            self.line,
+            one_line(&self.message)
+        )
+    }
 }
 
 impl RuleSet {
@@ -73,11 +86,11 @@ impl RuleSet {
         let mut defs = vec![];
         for (path, text) in &sources {
             let file: RuleFileDef = toml::from_str(text).map_err(|e| {
-                let line = e.span().map(|s| line_of_offset(text, s.start)).unwrap_or(1);
+                let (line, message) = toml_error(text, &e);
                 RuleError {
                     path: path.clone(),
                     line,
-                    message: format!("{}; see README.md, \"Writing your own rules\"", e.message()),
+                    message: format!("{message}; see README.md, \"Writing your own rules\""),
                 }
             })?;
             for (name, pats) in &file.positions {
@@ -181,7 +194,7 @@ fn read_rule_dir(dir: &Path) -> Result<Vec<(String, String)>> {
     let entries = std::fs::read_dir(dir).with_context(|| {
         format!(
             "cannot read rule folder {}: pass a folder that holds *.toml rule files",
-            dir.display()
+            one_line(&dir.display().to_string())
         )
     })?;
     let mut paths: Vec<PathBuf> = entries
@@ -192,12 +205,25 @@ fn read_rule_dir(dir: &Path) -> Result<Vec<(String, String)>> {
     if paths.is_empty() {
         bail!(
             "rule folder {} holds no *.toml files; see README.md, \"Writing your own rules\"",
-            dir.display()
+            one_line(&dir.display().to_string())
         );
     }
     for p in paths {
-        let text = std::fs::read_to_string(&p)
-            .with_context(|| format!("cannot read rule file {}", p.display()))?;
+        let bytes = std::fs::read(&p).with_context(|| {
+            format!(
+                "cannot read rule file {}",
+                one_line(&p.display().to_string())
+            )
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| RuleError {
+            path: p.display().to_string(),
+            line: e.as_bytes()[..e.utf8_error().valid_up_to()]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count()
+                + 1,
+            message: "not valid UTF-8; save the rule file as UTF-8".into(),
+        })?;
         out.push((p.display().to_string(), text));
     }
     Ok(out)
@@ -210,10 +236,6 @@ fn valid_family(f: &str) -> bool {
 fn valid_id(id: &str, family: &str) -> bool {
     id.strip_prefix(family)
         .is_some_and(|d| d.len() == 3 && d.chars().all(|c| c.is_ascii_digit()))
-}
-
-fn line_of_offset(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
 }
 
 fn find_line(text: &str, needle: &str) -> usize {
