@@ -105,6 +105,7 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
     );
     in_folder(&original_dir, || crate::runtime::run(host))?;
     let original = RunFacts::read(&original_events)?;
+    skipped_note(&original.skipped, &original_events);
     if !original.ok() {
         let why = match &original.exception {
             Some(e) => format!("{}: {}", e.kind, e.message.lines().next().unwrap_or("")),
@@ -148,6 +149,7 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
     sim.sim.hbm_track = HbmTrack::Full; // exact peaks for the fit
     in_folder(&port_dir, || crate::runtime::run(sim))?;
     let mut ported = RunFacts::read(&port_events)?;
+    skipped_note(&ported.skipped, &port_events);
     ported.relative_to(&port_dir);
 
     let layers = if layers_json.is_file() {
@@ -256,6 +258,13 @@ fn one_run(
 
 fn quiet() -> ObserverChoice {
     ObserverChoice::Start(Box::new(|| -> Box<dyn RunObserver> { Box::new(Quiet) }))
+}
+
+/// Lines of a run's events file that were skipped: said, since the numbers leave them out.
+fn skipped_note(skipped: &crate::profile::skipped::Skipped, path: &Path) {
+    if let Some(d) = skipped.describe() {
+        eprintln!("tpuport check: note: {}: {d}", path.display());
+    }
 }
 
 /// Run `f` with the process's working folder set to `dir` (scripts read and write relative to

@@ -13,6 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::event::{Compile, Event, RunEnd, RunStart};
+use super::skipped::{Skip, Skipped};
 use super::summary::{Summary, percentile};
 
 /// Output lines kept for the output pane.
@@ -101,10 +102,8 @@ pub struct Aggregator {
     pub sync_sites: HashMap<String, u64>,
     pub logs: VecDeque<LogLine>,
     pub logs_dropped: u64,
-    /// Lines of an events file that were not valid events (counted and skipped).
-    pub malformed: u64,
-    /// The first malformed line: (line number, error).
-    pub first_malformed: Option<(u64, String)>,
+    /// Lines of an events file that were skipped: unreadable, or events of an unknown type.
+    pub skipped: Skipped,
     /// The latest event time seen.
     pub last_t: f64,
     /// Bumped on every change: a view redraws only when this moved.
@@ -196,13 +195,10 @@ impl Aggregator {
         self.log(self.last_t, "tpuport", line);
     }
 
-    /// Count a line of an events file that is not a valid event.
-    pub fn malformed_line(&mut self, line_no: u64, err: &str) {
+    /// Count a line of an events file that is not an event this reader can use.
+    pub fn skip_line(&mut self, line_no: u64, why: Skip) {
         self.generation += 1;
-        self.malformed += 1;
-        if self.first_malformed.is_none() {
-            self.first_malformed = Some((line_no, err.to_string()));
-        }
+        self.skipped.add(line_no, why);
     }
 
     fn log(&mut self, t: f64, stream: &str, line: &str) {

@@ -70,11 +70,8 @@ pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<Run>> {
     for p in paths {
         let agg = follow::load(p)?;
         if agg.run_start().is_none() && agg.summary.steps == 0 {
-            let why = match &agg.first_malformed {
-                Some((line, err)) => format!(
-                    "; {} malformed lines, the first at line {line}: {err}",
-                    agg.malformed
-                ),
+            let why = match agg.skipped.describe() {
+                Some(d) => format!("; {d}"),
                 None => String::new(),
             };
             bail!(
@@ -167,13 +164,8 @@ pub fn markdown(runs: &[Run], charts: &[(&str, &str)]) -> String {
                 .map(|e| format!(", ended {} (exit {})", e.status, e.exit_code))
                 .unwrap_or_else(|| ", no run_end (still running, or cut short)".into()),
         );
-        if r.agg.malformed > 0 {
-            let (line, err) = r.agg.first_malformed.clone().unwrap_or_default();
-            let _ = writeln!(
-                o,
-                "  - {} malformed lines skipped (first at line {line}: {err})",
-                r.agg.malformed
-            );
+        if let Some(d) = r.agg.skipped.describe() {
+            let _ = writeln!(o, "  - {d}");
         }
     }
     let _ = writeln!(o);
@@ -378,8 +370,8 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Render the report into `out`; returns the files written and notes for the user (malformed
-/// lines skipped, with the first one's line number).
+/// Render the report into `out`; returns the files written and notes for the user (the lines
+/// skipped, with the first one's line number).
 pub fn write_report(paths: &[PathBuf], out: &Path) -> Result<(Vec<PathBuf>, Vec<String>)> {
     // A run folder of `run --nproc` (rank<N>.jsonl): the lowest rank is the run, and a table
     // puts every rank side by side.
@@ -400,11 +392,10 @@ pub fn write_report(paths: &[PathBuf], out: &Path) -> Result<(Vec<PathBuf>, Vec<
     let notes: Vec<String> = runs
         .iter()
         .filter_map(|r| {
-            let (line, err) = r.agg.first_malformed.as_ref()?;
             Some(format!(
-                "{}: {} malformed lines skipped (the first at line {line}: {err})",
+                "{}: {}",
                 r.path.display(),
-                r.agg.malformed
+                r.agg.skipped.describe()?
             ))
         })
         .collect();

@@ -201,7 +201,11 @@ impl Target for Events {
         draw_screens(&agg, &mut rng);
         let _ = agg.summary.render();
         let _ = report::KeyNumbers::of(&agg);
-        let _ = tpuport::check::facts::RunFacts::read(&path);
+        let facts = tpuport::check::facts::RunFacts::read(&path)
+            .map_err(|e| format!("check's reader failed: {e:#}"))?;
+        if facts.skipped.total() != agg.skipped.total() {
+            return Err("check's reader skips other lines than the loader".into());
+        }
         if self.n % 16 == 0 {
             let out = self.dir.path().join("report");
             if let Err(e) = report::write_report(std::slice::from_ref(&path), &out) {
@@ -214,16 +218,20 @@ impl Target for Events {
             let _ = std::fs::create_dir_all(&folder);
             std::fs::write(folder.join("rank0.jsonl"), input).map_err(|e| e.to_string())?;
             std::fs::write(folder.join("rank1.jsonl"), b"").map_err(|e| e.to_string())?;
-            if let Ok(rows) = ranks::read_folder(&folder) {
-                let stats = ranks::whole_run(&rows);
-                let _ = ranks::render(&rows);
-                let _ = ranks::straggler_line(&stats);
-                let _ = ranks::awaited_line(&rows, &stats);
+            let rows = ranks::read_folder(&folder)
+                .map_err(|e| format!("the rank table's reader failed: {e:#}"))?;
+            let stats = ranks::whole_run(&rows);
+            let table = ranks::render(&rows);
+            let _ = ranks::straggler_line(&stats);
+            let _ = ranks::awaited_line(&rows, &stats);
+            if !agg.skipped.is_empty() && !table.contains("skipped") {
+                return Err("the rank table does not say what it skipped".into());
             }
         }
         Ok(hash_of((
             agg.summary.steps.min(3),
-            agg.malformed > 0,
+            agg.skipped.unreadable > 0,
+            agg.skipped.unknown > 0,
             agg.run_start().is_some(),
             agg.run_end().map(|e| e.status.clone()),
             agg.compiles.len().min(3),
@@ -232,32 +240,54 @@ impl Target for Events {
     }
 }
 
-/// The loader skips exactly the lines that are not events, and says where the first one is.
+/// The loader skips exactly the lines that are not events, counts them all, tells an event of
+/// an unknown type from an unreadable line, and says where the first of each is; its
+/// description of them is one line.
 fn skipped_lines_hold(input: &[u8], agg: &Aggregator) -> Result<(), String> {
-    let mut bad = vec![];
+    let (mut bad, mut unknown) = (vec![], vec![]);
     for (i, l) in input.split(|b| *b == b'\n').enumerate() {
         let l = l.strip_suffix(b"\r").unwrap_or(l);
-        if l.iter().all(u8::is_ascii_whitespace) {
+        if l.iter().all(u8::is_ascii_whitespace) || serde_json::from_slice::<Event>(l).is_ok() {
             continue;
         }
-        if serde_json::from_slice::<Event>(l).is_err() {
-            bad.push(i as u64 + 1);
+        let n = i as u64 + 1;
+        match serde_json::from_slice::<Value>(l) {
+            Ok(Value::Object(o))
+                if o.get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| !tpuport::profile::skipped::KNOWN_TYPES.contains(&t)) =>
+            {
+                unknown.push(n)
+            }
+            _ => bad.push(n),
         }
     }
-    if agg.malformed != bad.len() as u64 {
+    let s = &agg.skipped;
+    if (s.unreadable, s.unknown) != (bad.len() as u64, unknown.len() as u64) {
         return Err(format!(
-            "the loader counted {} malformed lines, the file has {}",
-            agg.malformed,
-            bad.len()
+            "the loader skipped {} unreadable and {} unknown lines, the file has {} and {}",
+            s.unreadable,
+            s.unknown,
+            bad.len(),
+            unknown.len()
         ));
     }
-    if let Some((line, _)) = &agg.first_malformed
-        && bad.first() != Some(line)
+    let first = |f: &Option<(u64, String)>| f.as_ref().map(|x| x.0);
+    if first(&s.first_unreadable) != bad.first().copied()
+        || first(&s.first_unknown) != unknown.first().copied()
     {
         return Err(format!(
-            "the first malformed line is reported as {line}, it is {:?}",
-            bad.first()
+            "the first skipped lines are reported as {:?}/{:?}, they are {:?}/{:?}",
+            first(&s.first_unreadable),
+            first(&s.first_unknown),
+            bad.first(),
+            unknown.first()
         ));
+    }
+    if let Some(d) = s.describe()
+        && d.contains('\n')
+    {
+        return Err(format!("what was skipped is not said in one line: {d:?}"));
     }
     Ok(())
 }
@@ -315,8 +345,9 @@ fn follower_agrees(path: &Path, input: &[u8], rng: &mut Rng) -> Result<(), Strin
         (
             a.summary.steps,
             a.summary.step_times.len(),
-            a.malformed,
-            a.first_malformed.as_ref().map(|m| m.0),
+            a.skipped.unreadable,
+            a.skipped.unknown,
+            a.skipped.first_unreadable.as_ref().map(|m| m.0),
             a.run_end().is_some(),
             a.compiles.len(),
         )
