@@ -191,8 +191,11 @@ impl Target for Notebook {
             same_shape(&text, new)?;
             let again = notebook::migrate(path, new, &self.rules, &self.index, settings)
                 .map_err(|e| format!("the migrated notebook does not read back: {e}"))?;
-            if again.outcome.output.is_some() {
-                return Err("a second run changed the notebook".into());
+            if let Some(third) = &again.outcome.output {
+                return Err(format!(
+                    "a second run changed the notebook:\n{}",
+                    tpuport::port::render::unified_diff("fuzz.ipynb", new, third)
+                ));
             }
         }
         for json in [false, true] {

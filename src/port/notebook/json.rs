@@ -187,8 +187,13 @@ impl NotebookJson {
             (open, sep, close)
         };
         // Old items and old lines correspond one to one when each item is one line, as Jupyter
-        // writes them; otherwise no old text is reused.
-        let reuse = old_raw.len() == old_lines.len();
+        // writes them; otherwise no old text is reused (the same number of items as lines is
+        // not enough: `["a\nb", "c\n"]` has two of each, and reusing them dropped the `b`).
+        let reuse = old_raw.len() == old_lines.len()
+            && old_raw
+                .iter()
+                .zip(&old_lines)
+                .all(|(raw, line)| serde_json::from_str::<String>(raw).is_ok_and(|s| s == *line));
         let diff = similar::capture_diff_slices(similar::Algorithm::Myers, &old_lines, &lines);
         // Each line with the whitespace before it: a reused line keeps its own (Jupyter's
         // layout is regular, but a hand-edited notebook's need not be).
