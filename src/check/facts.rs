@@ -89,7 +89,8 @@ impl RunFacts {
                 }),
                 Event::Sync(s) => {
                     for (site, n) in &s.sites {
-                        *sites.entry(site.clone()).or_default() += n;
+                        let at = sites.entry(site.clone()).or_default();
+                        *at = at.saturating_add(*n);
                     }
                 }
                 Event::Compile(c) if c.kind == "forward" && c.status != "limit_hit" => {

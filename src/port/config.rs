@@ -255,10 +255,21 @@ pub fn rule_dirs(loaded: Option<&Loaded>, cli: &[PathBuf]) -> Result<Vec<PathBuf
     if let Some(l) = loaded {
         for r in l.config.rules.iter().flatten() {
             let dir = l.dir.join(r);
-            if !dir.is_dir() {
+            let has_rules = std::fs::read_dir(&dir).map(|entries| {
+                entries
+                    .flatten()
+                    .any(|e| e.path().extension().is_some_and(|x| x == "toml"))
+            });
+            let why = match has_rules {
+                Ok(true) => None,
+                Ok(false) => Some("holds no *.toml rule files"),
+                Err(_) if dir.exists() => Some("is not a folder tpuport can read"),
+                Err(_) => Some("is not a folder"),
+            };
+            if let Some(why) = why {
                 let shown = r.display().to_string();
                 bail!(
-                    "{}: `{}` is not a folder ({}); give a folder of *.toml rule files, relative to the configuration's folder",
+                    "{}: `{}` {why} ({}); give a folder of *.toml rule files, relative to the configuration's folder",
                     l.at("rules", &shown),
                     one_line(&shown),
                     one_line(&dir.display().to_string())
@@ -433,6 +444,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let p = t.path();
         std::fs::create_dir(p.join("team")).unwrap();
+        std::fs::write(p.join("team/TEAM.toml"), "").unwrap();
         let loaded = Loaded {
             path: p.join("pyproject.toml"),
             dir: p.to_path_buf(),
@@ -509,6 +521,21 @@ mod tests {
         let err = rule_dirs(Some(&gone), &[]).unwrap_err().to_string();
         assert!(
             err.contains("pyproject.toml:3: `rules`: `gone` is not a folder"),
+            "{err}"
+        );
+        // A folder without rule files (found by the fuzz harness: `rules = ["/"]` was refused
+        // without naming the configuration file).
+        let empty = Loaded {
+            config: Config {
+                rules: Some(vec![".".into()]),
+                ..Config::default()
+            },
+            text: "rules = [\".\"]\n".into(),
+            ..gone
+        };
+        let err = rule_dirs(Some(&empty), &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("pyproject.toml:1: `rules`: `.` holds no *.toml rule files"),
             "{err}"
         );
         let e = settle(None, &Overrides::default(), &rules).unwrap();

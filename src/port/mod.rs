@@ -490,7 +490,10 @@ mod tests {
     fn a_retired_import_releases_its_guard_in_the_same_run() {
         let src = "import torch\n\n\ndef get_flops(device):\n    if device.type == \"xla\":\n        from torch_xla._internal import tpu\n    return None\n";
         let (once, out) = run(src);
-        assert!(once.contains("if device.type == \"tpu\":\n        pass\n"), "{once}");
+        assert!(
+            once.contains("if device.type == \"tpu\":\n        pass\n"),
+            "{once}"
+        );
         let (twice, _) = run(&once);
         assert_eq!(once, twice);
         for id in out.found.keys().chain(out.revealed.keys()) {
