@@ -75,8 +75,12 @@ fn parse_line(line: &[u8]) -> Option<Result<Event, Skip>> {
         return None;
     }
     // Step lines are nearly all of a long run: read them straight into their struct (serde's
-    // tagged-enum path buffers every object first, which doubles the cost).
-    if line.starts_with(br#"{"type":"step","#)
+    // tagged-enum path buffers every object first, which doubles the cost). A line that says
+    // `"type"` again goes the schema's way, so both ways agree on every line (the struct would
+    // take a duplicate `type` key that the schema refuses).
+    const HEAD: &[u8] = br#"{"type":"step","#;
+    if line.starts_with(HEAD)
+        && !line[HEAD.len()..].windows(6).any(|w| w == br#""type""#)
         && let Ok(mut s) = serde_json::from_slice::<Step>(line)
     {
         s.extra.remove("type");
@@ -356,6 +360,16 @@ mod tests {
         // A step line that is not a valid step is still reported.
         let bad = r#"{"type":"step","t":"x"}"#;
         assert!(parse_line(bad.as_bytes()).unwrap().is_err());
+        // Found by the fuzz harness: a duplicate `type` key passed the fast path but not the
+        // schema; both refuse it now (and a `"type"` inside a value still parses).
+        let twice = line.replace(r#""t":"#, r#""type":"step","t":"#);
+        assert!(Event::parse(&twice).is_err());
+        assert!(parse_line(twice.as_bytes()).unwrap().is_err());
+        let quoted = line.replace(r#""loss":2.5"#, r#""note":{"type":"x"}"#);
+        assert_eq!(
+            parse_line(quoted.as_bytes()).unwrap(),
+            Ok(Event::parse(&quoted).unwrap())
+        );
     }
 
     #[test]

@@ -265,11 +265,13 @@ fn skipped_lines_hold(input: &[u8], agg: &Aggregator) -> Result<(), String> {
     let s = &agg.skipped;
     if (s.unreadable, s.unknown) != (bad.len() as u64, unknown.len() as u64) {
         return Err(format!(
-            "the loader skipped {} unreadable and {} unknown lines, the file has {} and {}",
+            "the loader skipped {} unreadable and {} unknown lines, the file has {} and {} (lines {:?} and {:?})",
             s.unreadable,
             s.unknown,
             bad.len(),
-            unknown.len()
+            unknown.len(),
+            &bad[..bad.len().min(8)],
+            &unknown[..unknown.len().min(8)]
         ));
     }
     let first = |f: &Option<(u64, String)>| f.as_ref().map(|x| x.0);
