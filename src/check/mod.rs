@@ -53,8 +53,7 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
     let tmp;
     let out = match &opts.out {
         Some(o) => {
-            std::fs::create_dir_all(o)
-                .with_context(|| format!("cannot create the report folder {}", o.display()))?;
+            crate::profile::report::writable_folder(o, "report folder", "-o")?;
             std::fs::canonicalize(o)?
         }
         None => {
@@ -75,7 +74,13 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
         folder.display()
     ));
     for d in [&original_dir, &port_dir] {
-        workspace::copy_tree(&folder, d, std::slice::from_ref(&out))?;
+        workspace::copy_tree(&folder, d, std::slice::from_ref(&out)).with_context(|| {
+            format!(
+                "cannot copy {} into {} (free some space there, or choose another folder with -o)",
+                folder.display(),
+                d.display()
+            )
+        })?;
     }
     let tpuport = std::env::current_exe().context("cannot find the tpuport binary")?;
     let config = crate::port::config::discover(None, false, std::slice::from_ref(&opts.script))?

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use super::launcher::{ObserverChoice, Quiet, RunObserver};
 use super::target::{Mode, Precision, Request, TargetRequest};
@@ -64,8 +64,7 @@ pub fn tune(opts: &TuneOptions) -> Result<Vec<Trial>> {
     if opts.steps == 0 {
         bail!("--steps must be at least 1");
     }
-    std::fs::create_dir_all(&opts.dir)
-        .with_context(|| format!("cannot create {}", opts.dir.display()))?;
+    crate::profile::report::writable_folder(&opts.dir, "folder for the runs' events files", "-o")?;
     let precisions: &[Precision] = if opts.precisions {
         &[Precision::Default, Precision::High, Precision::Highest]
     } else {
