@@ -196,9 +196,15 @@ pub fn fuzz(target: &mut dyn Target, budget: &Budget) -> Stats {
         stats.iterations += 1;
         match result {
             Ok(sig) => {
-                // A mutated input that did something new joins the corpus.
-                if seen.insert(sig) && origin.is_empty() && corpus.len() < cap {
-                    corpus.push(data);
+                // A mutated input that did something new joins the corpus; once the corpus is
+                // full it takes the place of a discovered input (the seeds stay).
+                if seen.insert(sig) && origin.is_empty() {
+                    if corpus.len() < cap {
+                        corpus.push(data);
+                    } else {
+                        let at = seeds.len() + rng.below(cap - seeds.len());
+                        corpus[at] = data;
+                    }
                     stats.discovered += 1;
                 }
                 stats.behaviours = seen.len();

@@ -137,7 +137,7 @@ pub fn numerics(opts: NumericsOptions) -> Result<i32> {
     Ok(0)
 }
 
-fn losses(path: &PathBuf) -> Result<Vec<(u64, f64)>> {
+fn losses(path: &std::path::Path) -> Result<Vec<(u64, f64)>> {
     let (events, skipped) = crate::profile::follow::read_events(path)?;
     if let Some(d) = skipped.describe() {
         eprintln!("tpuport numerics: note: {}: {d}", path.display());

@@ -130,7 +130,7 @@ impl Target for Migrate {
             &expected,
             seed,
             settings,
-            hash_of(("refused", input.len() > 0)),
+            hash_of(("refused", input.is_empty())),
         )
     }
 }
@@ -145,7 +145,7 @@ impl Migrate {
         settings: Settings,
         sig: u64,
     ) -> Result<u64, String> {
-        if seed % 4 != 0 {
+        if !seed.is_multiple_of(4) {
             return Ok(sig);
         }
         let file = self.dir.path().join("fuzz.py");

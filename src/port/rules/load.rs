@@ -150,7 +150,11 @@ impl RuleSet {
                 if def.needles.is_none() {
                     def.needles = file.needles.clone();
                 }
-                let line = find_line(&text, &format!("\"{}\"", def.id));
+                // The id as written: plain, or with TOML escapes (`"TEAM1\n"`).
+                let line = match text.find(&format!("\"{}\"", def.id)) {
+                    Some(_) => find_line(&text, &format!("\"{}\"", def.id)),
+                    None => find_line(&text, &format!("\"{}\"", def.id.escape_default())),
+                };
                 let rid = def.id.clone();
                 let err = |message: String| RuleError {
                     path: path.clone(),
@@ -260,6 +264,54 @@ mod tests {
                 r.id
             );
         }
+    }
+
+    /// Found by the fuzz harness (target rules): a value or id holding a newline (`fix =
+    /// "safe\n"`, `id = "TEAM1\n"`) split the error over lines; it is one line, the key named
+    /// for a value of the wrong type, and a file that is not UTF-8 is located too.
+    #[test]
+    fn rule_file_errors_are_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("TEAM.toml");
+        let base = "family = \"TEAM\"\ntitle = \"x\"\n\n[[rule]]\nname = \"x\"\nmessage = \"x\"\nmatch.call = [\"a.b\"]\n";
+        for (extra, line, says) in [
+            (
+                "id = \"TEAM001\"\nfix = \"safe\\n\"\n",
+                9,
+                "unknown variant `safe\\n`",
+            ),
+            (
+                "id = \"TEAM1\\n\"\nfix = \"manual\"\n",
+                8,
+                "rule TEAM1\\n: id must be",
+            ),
+            (
+                "id = \"TEAM001\"\nfix = 3\n",
+                9,
+                "`rule.fix`: wanted string or table",
+            ),
+        ] {
+            std::fs::write(&file, format!("{base}{extra}")).unwrap();
+            let e = RuleSet::load(&[dir.path().to_path_buf()])
+                .err()
+                .expect("refused")
+                .to_string();
+            assert!(!e.contains('\n'), "{e:?}");
+            assert!(
+                e.starts_with(&format!("{}:{line}: ", file.display())),
+                "{e}"
+            );
+            assert!(e.contains(says), "{e}");
+        }
+        std::fs::write(&file, b"family = \"TEAM\"\n# caf\xe9\n").unwrap();
+        let e = RuleSet::load(&[dir.path().to_path_buf()])
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            e.starts_with(&format!("{}:2: not valid UTF-8", file.display())),
+            "{e}"
+        );
     }
 
     /// `BUILTIN` is written by hand (its order is the load order), so check that it names
