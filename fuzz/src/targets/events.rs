@@ -206,7 +206,7 @@ impl Target for Events {
         if facts.skipped.total() != agg.skipped.total() {
             return Err("check's reader skips other lines than the loader".into());
         }
-        if self.n.is_multiple_of(16) {
+        if seed.is_multiple_of(16) {
             let out = self.dir.path().join("report");
             if let Err(e) = report::write_report(std::slice::from_ref(&path), &out) {
                 let msg = format!("{e:#}");
