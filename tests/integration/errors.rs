@@ -131,6 +131,22 @@ fn a_venv_without_torch_is_named_before_the_run_and_when_the_script_stops() {
         "{err}"
     );
     assert!(err.contains("finished (exit 0)"), "{err}");
+
+    // `--nproc` needs torchrun, which comes with torch: refused before anything starts.
+    let out = tpuport_in(&env)
+        .args(["--nproc", "2", "--no-tui"])
+        .arg(&plain)
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("tpuport: --nproc starts the ranks with torchrun, which comes with torch, and torch is not installed in the venv ")
+            && err.contains(&todo)
+            && err.lines().count() == 1,
+        "{err}"
+    );
 }
 
 /// What `python script.py` writes on stderr.
