@@ -248,8 +248,7 @@ impl Drawable for StackedSpec {
             .map(|(_, b)| b.total() * 1e3)
             .filter(|x| x.is_finite())
             .fold(0.0, f64::max)
-            .max(1e-3)
-            .min(f64::MAX / 2.0)
+            .clamp(1e-3, f64::MAX / 2.0)
             * 1.3; // room on the right for the legend
         let n = self.bars.len() as f64;
         let mut chart = ChartBuilder::on(&root)
