@@ -79,12 +79,9 @@ struct Totals {
 
 /// Run `tpuport migrate`: findings, diffs or tables on stdout, errors and the summary on stderr.
 pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
-    run_to(
-        rules,
-        opts,
-        &mut std::io::stdout().lock(),
-        &mut std::io::stderr().lock(),
-    )
+    // Not locked for the whole run: the progress bar draws on stderr from its own thread while
+    // the files are processed (holding the lock here deadlocked it).
+    run_to(rules, opts, &mut std::io::stdout(), &mut std::io::stderr())
 }
 
 /// [`run`] with its output going to `out` and its errors and summary to `err` (the fuzz harness
