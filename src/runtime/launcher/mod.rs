@@ -141,13 +141,21 @@ fn create_events_file(path: &Path) -> Result<File> {
             crate::profile::report::folder_error(dir, &e)
         );
     }
-    // Read and write: a failed write cuts the file back to its last whole line (`sink`).
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)
+    // Read and write: a failed write cuts the file back to its last whole line (`sink`); a
+    // path that can be written but not read is still taken.
+    let open = |read: bool| {
+        std::fs::OpenOptions::new()
+            .read(read)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+    };
+    open(true)
+        .or_else(|e| match e.kind() {
+            std::io::ErrorKind::PermissionDenied => open(false),
+            _ => Err(e),
+        })
         .map_err(|e| {
             anyhow::anyhow!(
                 "cannot create the events file {} ({e}); choose another place with --events PATH",
