@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 
 use crate::profile::event::{Event, ExceptionInfo};
@@ -50,6 +50,8 @@ pub struct RunFacts {
     pub cuda_on_cpu: bool,
     /// The batch the script reported for its first step (`tpuport.report(samples=...)`).
     pub samples: Option<f64>,
+    /// Lines of the events file that were skipped (unreadable, unknown event types).
+    pub skipped: crate::profile::skipped::Skipped,
 }
 
 /// The stdout lines a run keeps for the comparison with the original (a training script prints
@@ -81,14 +83,11 @@ impl RunFacts {
     }
 
     pub fn read(path: &Path) -> Result<RunFacts> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the events file {}", path.display()))?;
-        let events: Vec<Event> = text
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .filter_map(|l| Event::parse(l).ok())
-            .collect();
-        Ok(RunFacts::from_events(&events))
+        let (events, skipped) = crate::profile::follow::read_events(path)?;
+        Ok(RunFacts {
+            skipped,
+            ..RunFacts::from_events(&events)
+        })
     }
 
     pub fn from_events(events: &[Event]) -> RunFacts {
@@ -124,7 +123,8 @@ impl RunFacts {
                 }),
                 Event::Sync(s) => {
                     for (site, n) in &s.sites {
-                        *sites.entry(site.clone()).or_default() += n;
+                        let at = sites.entry(site.clone()).or_default();
+                        *at = at.saturating_add(*n);
                     }
                 }
                 Event::Compile(c) if c.kind == "forward" && c.status != "limit_hit" => {

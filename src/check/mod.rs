@@ -59,8 +59,7 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
     let tmp;
     let out = match &opts.out {
         Some(o) => {
-            std::fs::create_dir_all(o)
-                .with_context(|| format!("cannot create the report folder {}", o.display()))?;
+            crate::profile::report::writable_folder(o, "report folder", "-o")?;
             std::fs::canonicalize(o)?
         }
         None => {
@@ -84,7 +83,13 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
         folder.display()
     ));
     for d in [&original_dir, &port_dir] {
-        workspace::copy_tree(&folder, d, std::slice::from_ref(&out))?;
+        workspace::copy_tree(&folder, d, std::slice::from_ref(&out)).with_context(|| {
+            format!(
+                "cannot copy {} into {} (free some space there, or choose another folder with -o)",
+                folder.display(),
+                d.display()
+            )
+        })?;
     }
     let tpuport = std::env::current_exe().context("cannot find the tpuport binary")?;
     let config = crate::port::config::discover(None, false, std::slice::from_ref(&opts.script))?
@@ -116,6 +121,7 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
     );
     in_folder(&original_dir, || crate::runtime::run(host))?;
     let original = RunFacts::read(&original_events)?;
+    skipped_note(&original.skipped, &original_events);
     if !original.ok() {
         let why = match &original.exception {
             Some(e) => format!("{}: {}", e.kind, e.message.lines().next().unwrap_or("")),
@@ -177,6 +183,7 @@ pub fn check(opts: CheckOptions) -> Result<i32> {
     sim.sim.hbm_track = HbmTrack::Full; // exact peaks for the fit
     in_folder(&port_dir, || crate::runtime::run(sim))?;
     let mut ported = RunFacts::read(&port_events)?;
+    skipped_note(&ported.skipped, &port_events);
     ported.relative_to(&port_dir);
 
     let layers = if layers_json.is_file() {
@@ -334,6 +341,13 @@ fn port_target_words(target: TargetRequest, python: Option<&Path>) -> String {
 
 fn quiet() -> ObserverChoice {
     ObserverChoice::Start(Box::new(|| -> Box<dyn RunObserver> { Box::new(Quiet) }))
+}
+
+/// Lines of a run's events file that were skipped: said, since the numbers leave them out.
+fn skipped_note(skipped: &crate::profile::skipped::Skipped, path: &Path) {
+    if let Some(d) = skipped.describe() {
+        eprintln!("tpuport check: note: {}: {d}", path.display());
+    }
 }
 
 /// Run `f` with the process's working folder set to `dir` (scripts read and write relative to

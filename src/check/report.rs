@@ -12,7 +12,6 @@ use super::compare::LossRow;
 use super::port::Port;
 use super::verdict::{Checked, RunNumbers, Section, Verdict};
 use crate::profile::aggregate::Aggregator;
-use crate::profile::event::Event;
 use crate::profile::report::write_atomic;
 use crate::profile::summary::bytes;
 
@@ -411,15 +410,7 @@ pub fn html(c: &Checked, svgs: &[(&str, &str)]) -> String {
 }
 
 fn aggregate(path: &Path) -> Aggregator {
-    let mut a = Aggregator::new();
-    if let Ok(text) = std::fs::read_to_string(path) {
-        for line in text.lines() {
-            if let Ok(e) = Event::parse(line) {
-                a.add(&e);
-            }
-        }
-    }
-    a
+    crate::profile::follow::load(path).unwrap_or_default()
 }
 
 /// Write the report files into `out` (`full`: a report folder the user asked for).

@@ -274,7 +274,7 @@ pub(super) fn migrate(a: MigrateArgs) -> Result<u8> {
         unsafe_fixes: (a.unsafe_fixes || a.no_unsafe_fixes).then_some(a.unsafe_fixes),
         max_file_size_mb: a.max_file_size,
     };
-    let mut rules = RuleSet::load(&config::rule_dirs(loaded.as_ref(), &a.rules))?;
+    let mut rules = RuleSet::load(&config::rule_dirs(loaded.as_ref(), &a.rules)?)?;
     let settled = config::settle(loaded.as_ref(), &overrides, &rules)?;
     rules.filter(&settled.select, &settled.ignore)?;
     if let Some(n) = a.threads {

@@ -53,13 +53,7 @@ pub(crate) fn completions<C: clap::CommandFactory>(a: crate::cli::CompletionsArg
 }
 
 pub(crate) fn man<C: clap::CommandFactory>(a: crate::cli::ManArgs) -> Result<u8> {
-    use anyhow::Context as _;
-    std::fs::create_dir_all(&a.output).with_context(|| {
-        format!(
-            "cannot create {}: choose another folder with -o",
-            a.output.display()
-        )
-    })?;
+    tpuport::profile::report::writable_folder(&a.output, "folder for the man pages", "-o")?;
     let cmd = C::command();
     let mut written = vec![];
     write_man(&cmd, "tpuport", &a.output, &mut written)?;

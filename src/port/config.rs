@@ -13,6 +13,7 @@ use anyhow::{Result, bail};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use serde::Deserialize;
 
+use super::located::{one_line, toml_error as located_toml_error, value_line};
 use super::rules::RuleSet;
 
 /// The file names looked for in each folder, in this order (as ruff: `.ruff.toml`, `ruff.toml`,
@@ -49,6 +50,19 @@ pub struct Loaded {
     /// The folder paths in the file are relative to.
     pub dir: PathBuf,
     pub config: Config,
+    /// The file's text, to say on which line a value the run refuses was given.
+    pub text: String,
+}
+
+impl Loaded {
+    /// `PATH:LINE: `key`: ` for an error about `value` given to `key`.
+    fn at(&self, key: &str, value: &str) -> String {
+        format!(
+            "{}:{}: `{key}`",
+            one_line(&self.path.display().to_string()),
+            value_line(&self.text, key, value)
+        )
+    }
 }
 
 #[derive(Deserialize)]
@@ -140,21 +154,16 @@ fn read(path: &Path, pyproject: bool) -> Result<Option<Loaded>> {
         path: path.to_path_buf(),
         dir,
         config,
+        text,
     }))
 }
 
-/// `path:line: message; what to do`.
+/// `path:line: `key`: message; what to do`.
 fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> String {
-    let line = e
-        .span()
-        .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-    let at = match line {
-        Some(l) => format!("{}:{l}", path.display()),
-        None => path.display().to_string(),
-    };
-    let message = e.message().trim_end().replace('\n', " ");
+    let (line, message) = located_toml_error(text, e);
     format!(
-        "{at}: {message}; fix the configuration (see README, \"Configuration\") or pass --isolated to ignore it"
+        "{}:{line}: {message}; fix the configuration (see README, \"Configuration\") or pass --isolated to ignore it",
+        one_line(&path.display().to_string())
     )
 }
 
@@ -186,13 +195,20 @@ pub fn settle(loaded: Option<&Loaded>, cli: &Overrides, rules: &RuleSet) -> Resu
     let empty = Config::default();
     let c = loaded.map_or(&empty, |l| &l.config);
     if let Some(l) = loaded {
-        let codes = [&c.select, &c.extend_select, &c.ignore];
-        for code in codes.into_iter().flatten().flatten() {
-            if !rules.rules.iter().any(|r| r.id.starts_with(code.as_str())) {
-                bail!(
-                    "{}: no rule matches `{code}`; run `tpuport rule --all` to list the rule ids (rules from `rules` folders count)",
-                    l.path.display()
-                );
+        let codes = [
+            ("select", &c.select),
+            ("extend-select", &c.extend_select),
+            ("ignore", &c.ignore),
+        ];
+        for (key, list) in codes {
+            for code in list.iter().flatten() {
+                if !rules.rules.iter().any(|r| r.id.starts_with(code.as_str())) {
+                    bail!(
+                        "{}: no rule matches `{}`; run `tpuport rule --all` to list the rule ids (rules from `rules` folders count)",
+                        l.at(key, code),
+                        one_line(code)
+                    );
+                }
             }
         }
     }
@@ -209,7 +225,13 @@ pub fn settle(loaded: Option<&Loaded>, cli: &Overrides, rules: &RuleSet) -> Resu
     };
     let exclude = match (loaded, &c.exclude) {
         (Some(l), Some(patterns)) if !patterns.is_empty() => {
-            Some(Exclude::new(&l.dir, patterns, &l.path)?)
+            Some(Exclude::new(&l.dir, patterns).map_err(|(p, e)| {
+                anyhow::anyhow!(
+                    "{}: pattern `{}`: {e}; write a gitignore-style pattern such as `build/` or `tests/fixtures/**`",
+                    l.at("exclude", &p),
+                    one_line(&p)
+                )
+            })?)
         }
         _ => None,
     };
@@ -226,20 +248,38 @@ pub fn settle(loaded: Option<&Loaded>, cli: &Overrides, rules: &RuleSet) -> Resu
 }
 
 /// The rule folders of the file (relative to its folder) and then of the command line. Only
-/// the folders are listed here: loading them is the caller's.
-pub fn rule_dirs(loaded: Option<&Loaded>, cli: &[PathBuf]) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = loaded
-        .map(|l| {
-            l.config
-                .rules
-                .iter()
-                .flatten()
-                .map(|r| l.dir.join(r))
-                .collect()
-        })
-        .unwrap_or_default();
+/// the folders are listed here: loading them is the caller's. A folder the file names that is
+/// not there is an error naming the file and line.
+pub fn rule_dirs(loaded: Option<&Loaded>, cli: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut dirs = vec![];
+    if let Some(l) = loaded {
+        for r in l.config.rules.iter().flatten() {
+            let dir = l.dir.join(r);
+            let has_rules = std::fs::read_dir(&dir).map(|entries| {
+                entries
+                    .flatten()
+                    .any(|e| e.path().extension().is_some_and(|x| x == "toml"))
+            });
+            let why = match has_rules {
+                Ok(true) => None,
+                Ok(false) => Some("holds no *.toml rule files"),
+                Err(_) if dir.exists() => Some("is not a folder tpuport can read"),
+                Err(_) => Some("is not a folder"),
+            };
+            if let Some(why) = why {
+                let shown = r.display().to_string();
+                bail!(
+                    "{}: `{}` {why} ({}); give a folder of *.toml rule files, relative to the configuration's folder",
+                    l.at("rules", &shown),
+                    one_line(&shown),
+                    one_line(&dir.display().to_string())
+                );
+            }
+            dirs.push(dir);
+        }
+    }
     dirs.extend(cli.iter().cloned());
-    dirs
+    Ok(dirs)
 }
 
 /// `exclude` patterns: gitignore syntax, anchored at the configuration file's folder.
@@ -253,22 +293,18 @@ pub struct Exclude {
 }
 
 impl Exclude {
-    pub fn new(root: &Path, patterns: &[String], file: &Path) -> Result<Exclude> {
+    /// The patterns, relative to `root`; the error is the pattern at fault and why.
+    pub fn new(root: &Path, patterns: &[String]) -> Result<Exclude, (String, String)> {
         let root = normalize(root);
         let mut b = GitignoreBuilder::new(&root);
         for p in patterns {
             if let Err(e) = b.add_line(None, p) {
-                bail!(
-                    "{}: exclude pattern `{p}`: {e}; write a gitignore-style pattern such as `build/` or `tests/fixtures/**`",
-                    file.display()
-                );
+                return Err((p.clone(), one_line(&e.to_string())));
             }
         }
         let matcher = b.build().map_err(|e| {
-            anyhow::anyhow!(
-                "{}: exclude patterns: {e}; fix the patterns",
-                file.display()
-            )
+            let first = patterns.first().cloned().unwrap_or_default();
+            (first, one_line(&e.to_string()))
         })?;
         Ok(Exclude {
             matcher: Arc::new(matcher),
@@ -369,6 +405,30 @@ mod tests {
             e.contains("tpuport.toml:1:") || e.contains("tpuport.toml:2:"),
             "{e}"
         );
+        // A value of the wrong type: the key is named, and the line.
+        let p = write(
+            t.path(),
+            "typed/pyproject.toml",
+            "[tool.tpuport]\nignore = []\nselect = \"DEV\"\n",
+        );
+        let e = load(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("pyproject.toml:3: `tool.tpuport.select`: invalid type: string \"DEV\", expected a sequence"),
+            "{e}"
+        );
+        // A bad exclude pattern: its line.
+        let p = write(
+            t.path(),
+            "globs/tpuport.toml",
+            "exclude = [\n  \"build/\",\n  \"src/{a\",\n]\n",
+        );
+        let l = load(&p).unwrap();
+        let e = settle(Some(&l), &Overrides::default(), &RuleSet::builtin()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("tpuport.toml:3: `exclude`: pattern `src/{a`: "),
+            "{e}"
+        );
         let p = write(t.path(), "other/pyproject.toml", "[tool.black]\n");
         assert!(
             load(&p)
@@ -381,9 +441,14 @@ mod tests {
     #[test]
     fn command_line_overrides_the_file() {
         let rules = RuleSet::builtin();
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path();
+        std::fs::create_dir(p.join("team")).unwrap();
+        std::fs::write(p.join("team/TEAM.toml"), "").unwrap();
         let loaded = Loaded {
-            path: PathBuf::from("/p/pyproject.toml"),
-            dir: PathBuf::from("/p"),
+            path: p.join("pyproject.toml"),
+            dir: p.to_path_buf(),
+            text: "[tool.tpuport]\nignore = [\"NOPE\"]\n".into(),
             config: Config {
                 select: Some(vec!["DEV".into(), "CUD".into()]),
                 extend_select: Some(vec!["AMP".into()]),
@@ -400,8 +465,8 @@ mod tests {
         assert!(e.unsafe_fixes);
         let cli_rules = [PathBuf::from("mine")];
         assert_eq!(
-            rule_dirs(Some(&loaded), &cli_rules),
-            [PathBuf::from("/p/team"), PathBuf::from("mine")]
+            rule_dirs(Some(&loaded), &cli_rules).unwrap(),
+            [p.join("team"), PathBuf::from("mine")]
         );
         assert_eq!(e.max_file_size_mb, 2);
         let ignore = ["CUD004".to_string()];
@@ -439,9 +504,39 @@ mod tests {
             ..loaded
         };
         let err = settle(Some(&bad), &Overrides::default(), &rules).unwrap_err();
+        let at = format!(
+            "{}:2: `ignore`: no rule matches `NOPE`",
+            p.join("pyproject.toml").display()
+        );
+        assert!(err.to_string().contains(&at), "{err}");
+        // A rule folder that is not there: the file, the line and the key.
+        let gone = Loaded {
+            text: "[tool.tpuport]\n\nrules = [\"gone\"]\n".into(),
+            config: Config {
+                rules: Some(vec!["gone".into()]),
+                ..Config::default()
+            },
+            ..bad
+        };
+        let err = rule_dirs(Some(&gone), &[]).unwrap_err().to_string();
         assert!(
-            err.to_string()
-                .contains("/p/pyproject.toml: no rule matches `NOPE`")
+            err.contains("pyproject.toml:3: `rules`: `gone` is not a folder"),
+            "{err}"
+        );
+        // A folder without rule files (found by the fuzz harness: `rules = ["/"]` was refused
+        // without naming the configuration file).
+        let empty = Loaded {
+            config: Config {
+                rules: Some(vec![".".into()]),
+                ..Config::default()
+            },
+            text: "rules = [\".\"]\n".into(),
+            ..gone
+        };
+        let err = rule_dirs(Some(&empty), &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("pyproject.toml:1: `rules`: `.` holds no *.toml rule files"),
+            "{err}"
         );
         let e = settle(None, &Overrides::default(), &rules).unwrap();
         assert_eq!(e.max_file_size_mb, DEFAULT_MAX_FILE_SIZE_MB);
@@ -455,7 +550,6 @@ mod tests {
         let ex = Exclude::new(
             root,
             &["build/".into(), "tests/fixtures".into(), "*_pb2.py".into()],
-            &root.join("pyproject.toml"),
         )
         .unwrap();
         assert!(ex.excluded(&root.join("build"), true));

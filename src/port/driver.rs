@@ -82,7 +82,21 @@ struct Totals {
     programs: [usize; 4],
 }
 
+/// Run `tpuport migrate`: findings, diffs or tables on stdout, errors and the summary on stderr.
 pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
+    // Not locked for the whole run: the progress bar draws on stderr from its own thread while
+    // the files are processed (holding the lock here deadlocked it).
+    run_to(rules, opts, &mut std::io::stdout(), &mut std::io::stderr())
+}
+
+/// [`run`] with its output going to `out` and its errors and summary to `err` (the fuzz harness
+/// and tests read both).
+pub fn run_to(
+    rules: &RuleSet,
+    opts: &Options,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8> {
     let start = Instant::now();
     let index = RuleIndex::new(rules);
     let found = files::discover_with(&opts.paths, opts.no_ignore, opts.exclude.as_ref());
@@ -99,8 +113,6 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
     // Gone before anything is printed (see `progress`).
     bar.clear();
 
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
     let mut totals = Totals::default();
     let mut json_all: Vec<serde_json::Value> = vec![];
     let mut issues: Vec<FileIssue> = found.issues;
@@ -142,7 +154,7 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
             out.write_all(r.text.as_bytes())?;
         }
     }
-    program_findings(rules, &states, opts, &mut totals, &mut json_all, &mut out)?;
+    program_findings(rules, &states, opts, &mut totals, &mut json_all, out)?;
     let mut bad: Vec<&PathBuf> = issues.iter().map(|i| &i.path).collect();
     bad.sort();
     bad.dedup();
@@ -161,22 +173,20 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
                     "families": by_family,
                     "total": total,
                 });
-                serde_json::to_writer_pretty(&mut out, &v)?;
+                serde_json::to_writer_pretty(&mut *out, &v)?;
                 writeln!(out)?;
             }
         }
     } else if opts.format == Format::Json {
-        serde_json::to_writer_pretty(&mut out, &json_all)?;
+        serde_json::to_writer_pretty(&mut *out, &json_all)?;
         writeln!(out)?;
     } else if opts.format == Format::Sarif {
         let log = super::sarif::log(rules, json_all, &issues, &found.warnings);
-        serde_json::to_writer_pretty(&mut out, &log)?;
+        serde_json::to_writer_pretty(&mut *out, &log)?;
         writeln!(out)?;
     }
     out.flush()?;
-    drop(out);
 
-    let mut err = std::io::stderr().lock();
     if !opts.quiet {
         for w in &found.warnings {
             writeln!(err, "warning: {w}")?;
@@ -186,7 +196,7 @@ pub fn run(rules: &RuleSet, opts: &Options) -> Result<u8> {
         writeln!(err, "error: {i}")?;
     }
     if !opts.quiet {
-        summary(&mut err, &totals, opts, start.elapsed().as_secs_f64())?;
+        summary(err, &totals, opts, start.elapsed().as_secs_f64())?;
     }
     let findings = match opts.mode {
         Mode::Write => totals.counts.left.values().sum::<usize>() > 0,
@@ -300,7 +310,7 @@ fn program_findings(
     opts: &Options,
     totals: &mut Totals,
     json_all: &mut Vec<serde_json::Value>,
-    out: &mut impl Write,
+    out: &mut dyn Write,
 ) -> Result<()> {
     use super::program::Verdict;
     let Some(index) = rules.rules.iter().position(|r| r.id == "PRG001") else {
@@ -454,7 +464,7 @@ fn notebook_report(
     report
 }
 
-fn summary(w: &mut impl Write, t: &Totals, opts: &Options, secs: f64) -> std::io::Result<()> {
+fn summary(w: &mut dyn Write, t: &Totals, opts: &Options, secs: f64) -> std::io::Result<()> {
     let c = &t.counts;
     let fixed: usize = c.fixed.values().sum();
     let left: usize = c.left.values().sum();

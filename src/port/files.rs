@@ -207,6 +207,12 @@ pub fn read_source(path: &Path, max_bytes: u64) -> Result<Source, FileIssue> {
         ));
     }
     let bytes = fs::read(path).map_err(|e| issue(path, describe_io(&e, "cannot read")))?;
+    decode_source(path, bytes)
+}
+
+/// The text of a file's bytes, refusing what is not UTF-8 Python text (a NUL byte, invalid
+/// UTF-8) with the place and what to do; a leading BOM is taken off and remembered.
+pub fn decode_source(path: &Path, bytes: Vec<u8>) -> Result<Source, FileIssue> {
     if let Some(pos) = bytes.iter().position(|b| *b == 0) {
         let (l, c) = line_col_bytes(&bytes, pos);
         return Err(FileIssue {

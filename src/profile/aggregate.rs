@@ -13,6 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::event::{Compile, Event, RunEnd, RunStart};
+use super::skipped::{Skip, Skipped};
 use super::summary::{Summary, percentile};
 
 /// Output lines kept for the output pane.
@@ -98,10 +99,8 @@ pub struct Aggregator {
     pub sync_sites: HashMap<String, u64>,
     pub logs: VecDeque<LogLine>,
     pub logs_dropped: u64,
-    /// Lines of an events file that were not valid events (counted and skipped).
-    pub malformed: u64,
-    /// The first malformed line: (line number, error).
-    pub first_malformed: Option<(u64, String)>,
+    /// Lines of an events file that were skipped: unreadable, or events of an unknown type.
+    pub skipped: Skipped,
     /// The latest event time seen.
     pub last_t: f64,
     /// Bumped on every change: a view redraws only when this moved.
@@ -166,13 +165,14 @@ impl Aggregator {
                 }
             }
             Event::Sync(s) => {
-                let n: u64 = s.counts.values().sum();
+                let n = s.total();
                 match self.syncs.last_mut() {
-                    Some((step, count)) if *step == s.step => *count += n,
+                    Some((step, count)) if *step == s.step => *count = count.saturating_add(n),
                     _ => self.syncs.push((s.step, n)),
                 }
                 for (site, n) in &s.sites {
-                    *self.sync_sites.entry(site.clone()).or_default() += n;
+                    let at = self.sync_sites.entry(site.clone()).or_default();
+                    *at = at.saturating_add(*n);
                 }
             }
             Event::Log(l) => self.log(l.t, &l.stream, &l.line),
@@ -190,13 +190,10 @@ impl Aggregator {
         self.log(self.last_t, "tpuport", line);
     }
 
-    /// Count a line of an events file that is not a valid event.
-    pub fn malformed_line(&mut self, line_no: u64, err: &str) {
+    /// Count a line of an events file that is not an event this reader can use.
+    pub fn skip_line(&mut self, line_no: u64, why: Skip) {
         self.generation += 1;
-        self.malformed += 1;
-        if self.first_malformed.is_none() {
-            self.first_malformed = Some((line_no, err.to_string()));
-        }
+        self.skipped.add(line_no, why);
     }
 
     fn log(&mut self, t: f64, stream: &str, line: &str) {
@@ -238,8 +235,7 @@ impl Aggregator {
             .syncs
             .iter()
             .filter(|(s, _)| *s >= first_step && *s <= last_step)
-            .map(|(_, n)| n)
-            .sum();
+            .fold(0, |a, (_, n)| a.saturating_add(*n));
         WindowStats {
             steps: b - a,
             p50: select_percentile(steady, 0.5),
@@ -356,6 +352,29 @@ mod tests {
             samples,
             ..Default::default()
         })
+    }
+
+    /// Found by the fuzz harness (target events): sync counts near u64::MAX in an events file
+    /// overflowed the sums (a panic with overflow checks on, nonsense without).
+    #[test]
+    fn huge_sync_counts_saturate() {
+        let mut a = Aggregator::new();
+        let sync = Event::Sync(Sync {
+            step: 1,
+            counts: [("item".to_string(), u64::MAX), ("cpu".to_string(), 5)].into(),
+            sites: vec![("a.py:3".into(), u64::MAX)],
+            ..Default::default()
+        });
+        a.add(&step(1, 1.0, 1.0, None));
+        a.add(&sync);
+        a.add(&sync);
+        assert_eq!(a.summary.syncs, u64::MAX);
+        assert_eq!(a.syncs, vec![(1, u64::MAX)]);
+        assert_eq!(a.top_sync_sites(1), vec![("a.py:3", u64::MAX)]);
+        assert_eq!(
+            a.window_stats(0.0, 2.0).syncs_per_step,
+            Some(u64::MAX as f64)
+        );
     }
 
     #[test]

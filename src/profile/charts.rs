@@ -271,8 +271,9 @@ impl Drawable for StackedSpec {
             .bars
             .iter()
             .map(|(_, b)| b.total() * 1e3)
+            .filter(|x| x.is_finite())
             .fold(0.0, f64::max)
-            .max(1e-3)
+            .clamp(1e-3, f64::MAX / 2.0)
             * 1.3; // room on the right for the legend
         let n = self.bars.len() as f64;
         let mut chart = ChartBuilder::on(&root)
@@ -302,8 +303,8 @@ impl Drawable for StackedSpec {
         for (p, name) in PHASES.iter().enumerate() {
             let color = PHASE_COLORS[p];
             let rects = self.bars.iter().enumerate().map(|(i, (_, b))| {
-                let x0: f64 = b.mean[..p].iter().sum::<f64>() * 1e3;
-                let x1 = x0 + b.mean[p] * 1e3;
+                let x0 = within(b.mean[..p].iter().sum::<f64>() * 1e3, xmax);
+                let x1 = within(x0 + b.mean[p] * 1e3, xmax);
                 let y = n - i as f64 - 1.0;
                 Rectangle::new([(x0, y + 0.2), (x1, y + 0.8)], color.filled())
             });
@@ -325,6 +326,11 @@ impl Drawable for StackedSpec {
     }
 }
 
+/// `v` in `0..=hi` (NaN at 0).
+fn within(v: f64, hi: f64) -> f64 {
+    if v.is_nan() { 0.0 } else { v.clamp(0.0, hi) }
+}
+
 fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, spec: &ChartSpec) -> Result<()>
 where
     DB::ErrorType: 'static,
@@ -343,6 +349,11 @@ where
     }
     let x1 = if x1 > 0.0 { x1 } else { 1.0 };
     let y1 = if y1 > 0.0 { y1 * 1.08 } else { 1.0 };
+    let y1 = if y1.is_finite() { y1 } else { f64::MAX };
+    // Every point inside the axes: an events file can hold values no run measures (a negative
+    // step time, a time before the start), and the plotting library maps a point far outside
+    // its range to pixels past i32 (an overflow).
+    let inside = |&(x, y): &(f64, f64)| (within(x, x1), within(y, y1));
     let mut chart = ChartBuilder::on(&root)
         .caption(&spec.title, ("sans-serif", 24))
         .margin(14)
@@ -372,11 +383,16 @@ where
         };
         let anno = if s.reference {
             chart
-                .draw_series(DashedLineSeries::new(s.points.iter().copied(), 8, 6, style))
+                .draw_series(DashedLineSeries::new(
+                    s.points.iter().map(inside),
+                    8,
+                    6,
+                    style,
+                ))
                 .map_err(err)?
         } else {
             chart
-                .draw_series(LineSeries::new(s.points.iter().copied(), style))
+                .draw_series(LineSeries::new(s.points.iter().map(inside), style))
                 .map_err(err)?
         };
         anno.label(s.label.clone()).legend(move |(x, y)| {
@@ -469,5 +485,44 @@ mod tests {
                 .any(|x| ["0.5", "1.0", "1.5", "2.0"].contains(&x.as_str())),
             "{compiles:?}"
         );
+    }
+
+    /// Found by the fuzz harness (target events): a step with `dt` = -9.2e18 made the plotting
+    /// library's pixel arithmetic overflow (a panic with overflow checks on, a wrong picture
+    /// without). Points outside the axes, infinite and NaN values draw without a panic.
+    fn spec(points: Vec<(f64, f64)>) -> ChartSpec {
+        ChartSpec {
+            title: "t".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            series: vec![Series {
+                label: "a".into(),
+                color: COLORS[0],
+                points,
+                reference: false,
+            }],
+            legend: SeriesLabelPosition::UpperRight,
+            whole_x: true,
+            whole_y: false,
+        }
+    }
+
+    #[test]
+    fn values_no_run_measures_still_draw() {
+        let odd = [
+            vec![(1.0, 0.5), (2.0, -9.2e21), (3.0, 0.7)],
+            vec![
+                (1.0, 0.5),
+                (-1e300, 1.0),
+                (3.0, f64::NAN),
+                (f64::INFINITY, 2.0),
+            ],
+            vec![(1.0, 0.5), (4.0, 1.7e308)],
+        ];
+        for points in odd {
+            let s = spec(points);
+            assert!(svg(&s).unwrap().contains("<svg"));
+            assert!(!png(&s).unwrap().is_empty());
+        }
     }
 }

@@ -148,6 +148,14 @@ pub struct Sync {
     pub extra: Map<String, Value>,
 }
 
+impl Sync {
+    /// Host syncs of every kind; counts come from a file, so the sum saturates instead of
+    /// overflowing.
+    pub fn total(&self) -> u64 {
+        self.counts.values().fold(0, |a, n| a.saturating_add(*n))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Log {
     pub t: f64,

@@ -9,4 +9,5 @@ pub mod follow;
 pub mod forecast;
 pub mod ranks;
 pub mod report;
+pub mod skipped;
 pub mod summary;

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::event::Event;
+use super::follow;
+use super::skipped::Skipped;
 use super::summary::{Summary, bytes, percentile};
 
 /// A rank is a straggler when its median step is this much above the median of the others'.
@@ -20,6 +21,8 @@ pub struct RankRow {
     pub rank: u32,
     pub file: PathBuf,
     pub summary: Summary,
+    /// Lines of its file that were skipped (unreadable, unknown event types).
+    pub skipped: Skipped,
 }
 
 /// One rank's numbers over some of its steps (the whole run at the end; the time window in the
@@ -134,12 +137,12 @@ pub fn read_folder(dir: &Path) -> Result<Vec<RankRow>> {
         let Some(rank) = rank_of(&path) else {
             continue;
         };
-        let text = std::fs::read_to_string(&path)?;
-        let events: Vec<Event> = text.lines().filter_map(|l| Event::parse(l).ok()).collect();
+        let (events, skipped) = follow::read_events(&path)?;
         rows.push(RankRow {
             rank,
             file: path,
             summary: Summary::from_events(&events),
+            skipped,
         });
     }
     rows.sort_by_key(|r| r.rank);
@@ -250,6 +253,11 @@ pub fn render(rows: &[RankRow]) -> String {
             s += &format!("rank {} died: {why}\n", st.rank);
         }
     }
+    for r in rows {
+        if let Some(d) = r.skipped.describe() {
+            s += &format!("rank {}: {}: {d}\n", r.rank, r.file.display());
+        }
+    }
     if let Some(line) = awaited_line(rows, &stats) {
         s += &line;
         s.push('\n');
@@ -264,7 +272,7 @@ pub fn render(rows: &[RankRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::event::{RunEnd, Step};
+    use crate::profile::event::{Event, RunEnd, Step};
 
     fn rank(r: u32, steps: &[(f64, f64)], status: &str) -> RankRow {
         let mut s = Summary::default();
@@ -287,6 +295,7 @@ mod tests {
             rank: r,
             file: PathBuf::from(format!("rank{r}.jsonl")),
             summary: s,
+            skipped: Skipped::default(),
         }
     }
 

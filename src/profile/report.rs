@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use super::aggregate::Aggregator;
 use super::breakdown::{Breakdown, PHASES};
@@ -70,11 +70,8 @@ pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<Run>> {
     for p in paths {
         let agg = follow::load(p)?;
         if agg.run_start().is_none() && agg.summary.steps == 0 {
-            let why = match &agg.first_malformed {
-                Some((line, err)) => format!(
-                    "; {} malformed lines, the first at line {line}: {err}",
-                    agg.malformed
-                ),
+            let why = match agg.skipped.describe() {
+                Some(d) => format!("; {d}"),
                 None => String::new(),
             };
             bail!(
@@ -167,13 +164,8 @@ pub fn markdown(runs: &[Run], charts: &[(&str, &str)]) -> String {
                 .map(|e| format!(", ended {} (exit {})", e.status, e.exit_code))
                 .unwrap_or_else(|| ", no run_end (still running, or cut short)".into()),
         );
-        if r.agg.malformed > 0 {
-            let (line, err) = r.agg.first_malformed.clone().unwrap_or_default();
-            let _ = writeln!(
-                o,
-                "  - {} malformed lines skipped (first at line {line}: {err})",
-                r.agg.malformed
-            );
+        if let Some(d) = r.agg.skipped.describe() {
+            let _ = writeln!(o, "  - {d}");
         }
     }
     let _ = writeln!(o);
@@ -363,26 +355,85 @@ fn ranks_section(rows: &[RankRow]) -> String {
     o
 }
 
-/// Write `bytes` to `path` atomically (temporary file in the same folder, then rename).
+/// Write `bytes` to `path` atomically (temporary file in the same folder, then rename): the
+/// file is whole or not there; on an error (a full disk) the temporary file is removed. Used for
+/// the files of an `-o` folder, so the error says to choose another.
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("cannot write into {}", dir.display()))?;
+    let fail = |e: &std::io::Error| {
+        anyhow::anyhow!(
+            "cannot write {} ({}); free some space there, or choose another folder with -o",
+            path.display(),
+            plain_io(e)
+        )
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| fail(&e))?;
     tmp.write_all(data)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    tmp.persist(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
+        .and_then(|_| tmp.as_file().sync_all())
+        .map_err(|e| fail(&e))?;
+    tmp.persist(path).map_err(|e| fail(&e.error))?;
     Ok(())
 }
 
-/// Render the report into `out`; returns the files written and notes for the user (malformed
-/// lines skipped, with the first one's line number).
+/// Why a folder could not be made, in words: `create_dir_all` says "File exists" or "Not a
+/// directory" when a file stands where the folder (or one above it) would go.
+pub fn folder_error(dir: &Path, e: &std::io::Error) -> String {
+    use std::io::ErrorKind::{AlreadyExists, NotADirectory};
+    if matches!(e.kind(), AlreadyExists | NotADirectory)
+        && let Some(file) = dir.ancestors().find(|a| a.is_file())
+    {
+        return format!("{} is a file, not a folder", file.display());
+    }
+    e.to_string()
+}
+
+/// An I/O error without the temporary file's path some wrappers add: the person knows the
+/// file they asked for, not ours.
+fn plain_io(e: &std::io::Error) -> String {
+    if let Some(code) = e.raw_os_error() {
+        return std::io::Error::from_raw_os_error(code).to_string();
+    }
+    // tempfile's errors end with ` at path "<its temporary file>"`.
+    let text = e.to_string();
+    match text.find(" at path \"") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+/// Make sure `dir` is a folder files can be written into (created if needed; a probe file is
+/// made and removed), before any work goes into its files. The error names the folder, why,
+/// and the flag that chooses another (`-o`).
+pub fn writable_folder(dir: &Path, what: &str, flag: &str) -> Result<()> {
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        bail!(
+            "cannot create the {what} {} ({}); choose another with {flag}",
+            dir.display(),
+            folder_error(dir, &e)
+        );
+    }
+    if let Err(e) = tempfile::Builder::new()
+        .prefix(".tpuport-probe")
+        .tempfile_in(dir)
+    {
+        bail!(
+            "cannot write into the {what} {} ({}); choose a folder you can write to with {flag}",
+            dir.display(),
+            plain_io(&e)
+        );
+    }
+    Ok(())
+}
+
+/// Render the report into `out`; returns the files written and notes for the user (the lines
+/// skipped, with the first one's line number).
 pub fn write_report(paths: &[PathBuf], out: &Path) -> Result<(Vec<PathBuf>, Vec<String>)> {
     // A run folder of `run --nproc` (rank<N>.jsonl): the lowest rank is the run, and a table
     // puts every rank side by side.
+    writable_folder(out, "report folder", "-o")?;
     let (paths, ranks) = match paths {
         [dir] if dir.is_dir() => {
             let rows = ranks::read_folder(dir)?;
@@ -400,20 +451,13 @@ pub fn write_report(paths: &[PathBuf], out: &Path) -> Result<(Vec<PathBuf>, Vec<
     let notes: Vec<String> = runs
         .iter()
         .filter_map(|r| {
-            let (line, err) = r.agg.first_malformed.as_ref()?;
             Some(format!(
-                "{}: {} malformed lines skipped (the first at line {line}: {err})",
+                "{}: {}",
                 r.path.display(),
-                r.agg.malformed
+                r.agg.skipped.describe()?
             ))
         })
         .collect();
-    std::fs::create_dir_all(out).with_context(|| {
-        format!(
-            "cannot create the report folder {}: choose another with -o",
-            out.display()
-        )
-    })?;
     let view: Vec<(&str, &Aggregator)> = runs.iter().map(|r| (r.label.as_str(), &r.agg)).collect();
     let specs = [
         ("step_time", charts::step_time(&view)),

@@ -140,7 +140,7 @@ impl Summary {
                     self.hbm_capacity = Some(c);
                 }
             }
-            Event::Sync(s) => self.syncs += s.counts.values().sum::<u64>(),
+            Event::Sync(s) => self.syncs = self.syncs.saturating_add(s.total()),
             Event::Warning(w) => {
                 self.warnings += 1;
                 match w.category.as_str() {

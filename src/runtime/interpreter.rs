@@ -76,7 +76,7 @@ pub fn find(explicit: Option<&Path>) -> Result<PythonEnv> {
         return describe(&v, "the venv tpuport is installed in");
     }
     if let Some(v) = project_venv() {
-        return describe(&v, "the project venv (scripts/bootstrap)");
+        return describe(&v, "the project venv of scripts/bootstrap");
     }
     describe(Path::new("python3"), "python3 on PATH")
 }
@@ -121,23 +121,36 @@ fn describe(p: &Path, origin: &str) -> Result<PythonEnv> {
             .join("lib")
             .join(format!("python{version}"))
             .join("site-packages");
+        let mut site_packages = vec![site];
+        // A venv that sees the system's packages: ask it where they are (no import of torch).
+        if get("include-system-site-packages").is_some_and(|x| x.eq_ignore_ascii_case("true"))
+            && let Some(more) = probe(&python).map(|p| p.site_packages)
+        {
+            for d in more {
+                if !site_packages.contains(&d) {
+                    site_packages.push(d);
+                }
+            }
+        }
         return Ok(PythonEnv {
             python,
             venv: Some(v.clone()),
             version,
             base_prefix: home.parent().map(Path::to_path_buf).unwrap_or(home),
-            site_packages: vec![site],
+            site_packages,
             origin: origin.to_string(),
         });
     }
     // A plain interpreter: ask it.
     let out = Command::new(p)
-        .args([
-            "-c",
-            "import sys,site;print('%d.%d' % sys.version_info[:2]);print(sys.base_prefix);print(sys.executable);print('\\n'.join(site.getsitepackages()))",
-        ])
+        .args(["-c", PROBE])
         .output()
-        .with_context(|| format!("cannot run {} ({origin}): pass --python with a Python 3 interpreter or venv", p.display()))?;
+        .with_context(|| {
+            format!(
+                "cannot run {} ({origin}): pass --python with a Python 3 interpreter or venv",
+                p.display()
+            )
+        })?;
     if !out.status.success() {
         bail!(
             "{} ({origin}) failed to start: {}",
@@ -145,19 +158,91 @@ fn describe(p: &Path, origin: &str) -> Result<PythonEnv> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    let text = String::from_utf8_lossy(&out.stdout);
+    let mut env = parse_probe(&String::from_utf8_lossy(&out.stdout));
+    env.origin = origin.to_string();
+    Ok(env)
+}
+
+/// What an interpreter says of itself: version, base prefix, executable, then its package
+/// folders (the user's own too, where Python would use it).
+const PROBE: &str = "import sys,site;print('%d.%d' % sys.version_info[:2]);print(sys.base_prefix);print(sys.executable);print('\\n'.join(site.getsitepackages() + ([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])))";
+
+fn parse_probe(text: &str) -> PythonEnv {
     let mut lines = text.lines();
     let version = lines.next().unwrap_or_default().to_string();
     let base_prefix = PathBuf::from(lines.next().unwrap_or_default());
     let python = PathBuf::from(lines.next().unwrap_or_default());
-    Ok(PythonEnv {
+    PythonEnv {
         python,
         venv: None,
         version,
         base_prefix,
         site_packages: lines.map(PathBuf::from).collect(),
-        origin: origin.to_string(),
-    })
+        origin: String::new(),
+    }
+}
+
+fn probe(python: &Path) -> Option<PythonEnv> {
+    let out = Command::new(python).args(["-c", PROBE]).output().ok()?;
+    out.status
+        .success()
+        .then(|| parse_probe(&String::from_utf8_lossy(&out.stdout)))
+}
+
+impl PythonEnv {
+    /// Whether `import NAME` would find the top-level package `name` in this environment,
+    /// looked up without starting Python: a package folder or module in a package folder of the
+    /// environment, in a folder a `.pth` file there adds (editable and develop installs), or on
+    /// `$PYTHONPATH`; or a `*.dist-info` of that name.
+    pub fn finds_module(&self, name: &str) -> bool {
+        let mut dirs: Vec<PathBuf> = std::env::var_os("PYTHONPATH")
+            .map(|v| std::env::split_paths(&v).collect())
+            .unwrap_or_default();
+        for sp in &self.site_packages {
+            dirs.push(sp.clone());
+            dirs.extend(pth_folders(sp));
+        }
+        dirs.iter().any(|d| {
+            d.join(name).join("__init__.py").is_file() || d.join(format!("{name}.py")).is_file()
+        }) || super::dists::dist_version(&self.site_packages, name).is_some()
+    }
+
+    /// The environment as a person would name it, and why it was picked: `the venv /x (Python
+    /// 3.11, set by $VIRTUAL_ENV)`, `/usr/bin/python3 (Python 3.11, python3 on PATH)`.
+    pub fn describe(&self) -> String {
+        let why = match self.origin.as_str() {
+            o @ ("--python" | "$VIRTUAL_ENV") => format!("set by {o}"),
+            o => o.to_string(),
+        };
+        match &self.venv {
+            Some(v) => format!("the venv {} (Python {}, {why})", v.display(), self.version),
+            None => format!("{} (Python {}, {why})", self.python.display(), self.version),
+        }
+    }
+}
+
+/// The folders the `.pth` files of a package folder add to `sys.path` (lines that are paths).
+fn pth_folders(site: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(site) else {
+        return vec![];
+    };
+    let mut out = vec![];
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.extension().is_none_or(|x| x != "pth") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&p) else {
+            continue;
+        };
+        for line in text.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with('#') || line.starts_with("import") {
+                continue;
+            }
+            out.push(site.join(line));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -182,6 +267,43 @@ mod tests {
         let (rt, _, why) = super::super::worker::choose(&env);
         assert_eq!(rt, Runtime::Subprocess);
         assert!(why.unwrap().contains("no shared libpython3.12"));
+    }
+
+    #[test]
+    fn torch_is_looked_up_without_starting_python() {
+        let d = tempfile::tempdir().unwrap();
+        let site = d.path().join("lib/python3.12/site-packages");
+        std::fs::create_dir_all(&site).unwrap();
+        let env = PythonEnv {
+            python: d.path().join("bin/python"),
+            venv: Some(d.path().to_path_buf()),
+            version: "3.12".into(),
+            base_prefix: PathBuf::new(),
+            site_packages: vec![site.clone()],
+            origin: "--python".into(),
+        };
+        assert!(!env.finds_module("torch"));
+        assert!(
+            env.describe().starts_with("the venv "),
+            "{}",
+            env.describe()
+        );
+        assert!(env.describe().ends_with("(Python 3.12, set by --python)"));
+        // A develop install: a .pth file names the source tree.
+        let src = d.path().join("src");
+        std::fs::create_dir_all(src.join("torch")).unwrap();
+        std::fs::write(src.join("torch/__init__.py"), "").unwrap();
+        std::fs::write(
+            site.join("easy-install.pth"),
+            format!("import sys\n{}\n", src.display()),
+        )
+        .unwrap();
+        assert!(env.finds_module("torch"));
+        std::fs::remove_file(site.join("easy-install.pth")).unwrap();
+        // A regular install: its dist-info (or its package folder).
+        std::fs::create_dir_all(site.join("torch-2.15.0.dist-info")).unwrap();
+        assert!(env.finds_module("torch"));
+        assert!(!env.finds_module("torch_tpu"));
     }
 
     #[test]

@@ -100,6 +100,17 @@ pub fn run(opts: RunOptions) -> Result<i32> {
     if let Some(w) = why {
         notes.push(w);
     }
+    // Said before the run: without torch, a script that imports it stops at its first line.
+    let torch_hint = format!(
+        "torch is not installed in {}; install it there (`{} -m pip install torch`), or point --python (or $VIRTUAL_ENV) at the venv you train in",
+        env.describe(),
+        env.python.display()
+    );
+    if !env.finds_module("torch") {
+        notes.push(format!(
+            "{torch_hint}. A script that imports torch will fail; one that does not runs as usual"
+        ));
+    }
     if opts.subprocess {
         runtime = Runtime::Subprocess;
     }
@@ -214,6 +225,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         timeout: opts.timeout,
         observer: opts.observer,
         notes,
+        torch_hint: Some(torch_hint),
     })
 }
 

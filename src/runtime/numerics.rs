@@ -157,11 +157,14 @@ fn target_of(path: &PathBuf) -> Option<String> {
     })
 }
 
-fn losses(path: &PathBuf) -> Result<Vec<(u64, f64)>> {
-    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+fn losses(path: &std::path::Path) -> Result<Vec<(u64, f64)>> {
+    let (events, skipped) = crate::profile::follow::read_events(path)?;
+    if let Some(d) = skipped.describe() {
+        eprintln!("tpuport numerics: note: {}: {d}", path.display());
+    }
     let mut out = vec![];
-    for line in text.lines() {
-        if let Ok(Event::Step(s)) = Event::parse(line)
+    for e in events {
+        if let Event::Step(s) = e
             && let Some(v) = s.extra.get("loss").and_then(|v| v.as_f64())
         {
             out.push((s.step, v));

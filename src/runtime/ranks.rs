@@ -80,6 +80,13 @@ pub fn run(opts: RanksOptions) -> Result<i32> {
         bail!("--nproc must be at least 1");
     }
     let env = interpreter::find(opts.python.as_deref())?;
+    if !env.finds_module("torch") {
+        bail!(
+            "--nproc starts the ranks with torchrun, which comes with torch, and torch is not installed in {}; install it there (`{} -m pip install torch`), or point --python (or $VIRTUAL_ENV) at the venv you train in",
+            env.describe(),
+            env.python.display()
+        );
+    }
     let dir = opts.dir.clone().unwrap_or_else(|| {
         let stem = opts
             .script
@@ -96,8 +103,13 @@ pub fn run(opts: RanksOptions) -> Result<i32> {
             opts.nproc
         ))
     });
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("cannot create the run folder {}", dir.display()))?;
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        bail!(
+            "cannot create the run folder {} ({}); choose another with --events DIR",
+            dir.display(),
+            crate::profile::report::folder_error(&dir, &e)
+        );
+    }
     let (program, mut args) = torchrun(&env.python);
     args.push(format!("--nproc-per-node={}", opts.nproc));
     if opts.nnodes > 1 {

@@ -7,12 +7,11 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use super::launcher::{ObserverChoice, Quiet, RunObserver};
 use super::target::{Mode, Precision, Request, TargetRequest};
 use super::{RunOptions, SimOptions};
-use crate::profile::event::Event;
 use crate::profile::summary::{Summary, bytes};
 
 /// A setting within this share of the default's median step is not worth switching to.
@@ -54,9 +53,10 @@ impl Trial {
 }
 
 fn read(path: &Path) -> Result<Summary> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the events file {}", path.display()))?;
-    let events: Vec<Event> = text.lines().filter_map(|l| Event::parse(l).ok()).collect();
+    let (events, skipped) = crate::profile::follow::read_events(path)?;
+    if let Some(d) = skipped.describe() {
+        eprintln!("tpuport tune: note: {}: {d}", path.display());
+    }
     Ok(Summary::from_events(&events))
 }
 
@@ -64,8 +64,7 @@ pub fn tune(opts: &TuneOptions) -> Result<Vec<Trial>> {
     if opts.steps == 0 {
         bail!("--steps must be at least 1");
     }
-    std::fs::create_dir_all(&opts.dir)
-        .with_context(|| format!("cannot create {}", opts.dir.display()))?;
+    crate::profile::report::writable_folder(&opts.dir, "folder for the runs' events files", "-o")?;
     let precisions: &[Precision] = if opts.precisions {
         &[Precision::Default, Precision::High, Precision::Highest]
     } else {
@@ -254,7 +253,7 @@ pub fn render(trials: &[Trial], sim: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::event::{RunEnd, Step};
+    use crate::profile::event::{Event, RunEnd, Step};
 
     fn trial(mode: Mode, precision: Precision, dts: &[f64]) -> Trial {
         let mut s = Summary::default();

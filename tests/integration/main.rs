@@ -10,6 +10,7 @@ mod check;
 mod cli;
 mod common;
 mod config;
+mod errors;
 mod examples;
 mod fixtures;
 mod notebook;

@@ -206,7 +206,9 @@ fn a_broken_notebook_is_an_error_and_left_alone() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("error: bad.ipynb: not a valid notebook: invalid JSON at line 4"),
+        err.contains(
+            "error: bad.ipynb: not a valid notebook: invalid JSON at line 4 column 2, in cell 1"
+        ),
         "{err}"
     );
     assert!(

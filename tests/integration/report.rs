@@ -187,7 +187,10 @@ fn malformed_lines_are_counted_and_bad_paths_named() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("bad.jsonl");
     let mut text = std::fs::read_to_string("tests/data/train_mlp.jsonl").unwrap();
-    text.insert_str(text.find('\n').unwrap() + 1, "garbage\n");
+    text.insert_str(
+        text.find('\n').unwrap() + 1,
+        "garbage\n{\"type\":\"future_event\",\"t\":1.5}\n",
+    );
     text.push_str("{\"type\":\"step\",\"t\":");
     std::fs::write(&p, text).unwrap();
     let out = dir.path().join("r");
@@ -201,7 +204,13 @@ fn malformed_lines_are_counted_and_bad_paths_named() {
         .success();
     let stderr = String::from_utf8_lossy(&a.get_output().stderr).to_string();
     assert!(
-        stderr.contains("2 malformed lines skipped (the first at line 2"),
+        stderr.contains("skipped 2 unreadable lines (the first at line 2: expected value"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "and 1 line with an event type this tpuport does not know (the first at line 3: `future_event`"
+        ),
         "{stderr}"
     );
     let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
@@ -215,4 +224,35 @@ fn malformed_lines_are_counted_and_bad_paths_named() {
         .code(2);
     let stderr = String::from_utf8_lossy(&a.get_output().stderr).to_string();
     assert!(stderr.contains("no/such/run.jsonl"), "{stderr}");
+}
+
+/// A run folder whose rank file holds bytes that are not UTF-8 (a garbage line): the report is
+/// written and says what it skipped (reading the folder failed on such a file before).
+#[test]
+fn a_rank_file_with_garbage_bytes_is_reported_not_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("job");
+    std::fs::create_dir(&run).unwrap();
+    let good = std::fs::read("tests/data/train_mlp.jsonl").unwrap();
+    let mut bad = good.clone();
+    let at = good.iter().position(|b| *b == b'\n').unwrap() + 1;
+    bad.splice(at..at, b"\xff\xfe garbage\n".iter().copied());
+    std::fs::write(run.join("rank0.jsonl"), &bad).unwrap();
+    std::fs::write(run.join("rank1.jsonl"), &good).unwrap();
+    let out = dir.path().join("r");
+    let a = Command::cargo_bin("tpuport")
+        .unwrap()
+        .arg("report")
+        .arg(&run)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("rank0.jsonl: skipped 1 unreadable line (the first at line 2"),
+        "{stderr}"
+    );
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(md.contains("Ranks"), "{md}");
 }

@@ -261,7 +261,7 @@ fn top_follows_a_growing_file() {
         step_on(s) == Some(30) && s.contains("Summary")
     });
     assert!(before < 30);
-    assert!(s.contains("1 malformed lines skipped"), "{s}");
+    assert!(s.contains("1 unreadable line skipped"), "{s}");
     t.send(&["q"]);
     t.wait("the prompt", 10, |s| {
         s.trim_end().ends_with("READY$") && !s.contains("Summary")

@@ -180,7 +180,7 @@ fn attached_with_malformed_lines() {
     );
     std::fs::write(&p, text).unwrap();
     let a = load(&p).unwrap();
-    assert_eq!(a.malformed, 2);
+    assert_eq!(a.skipped.unreadable, 2);
     insta::assert_snapshot!(screen(&App::new(true), &a, Some("rank0.jsonl (1/2)")));
 }
 

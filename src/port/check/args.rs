@@ -108,7 +108,7 @@ impl<'a> Checker<'a> {
                     .filter_map(|(_, s)| s.map(Edit::delete))
                     .collect();
                 if let Some(&d) = dropped.first() {
-                    edits.push(delete_item(&items, d, call));
+                    edits.push(delete_item(&items, d, call, self.src));
                 }
                 return Ok((edits, imports, dup));
             }
@@ -124,7 +124,7 @@ impl<'a> Checker<'a> {
                 New::Text(t) => t.clone(),
             })
             .collect();
-        let inner = inner_parens(call);
+        let inner = inner_parens(call, self.src);
         let joined = text.join(", ");
         if self.text(inner) == joined {
             return Ok((vec![], imports, dup));
@@ -159,15 +159,31 @@ pub(super) fn arg_items(call: &ast::ExprCall) -> Vec<TextRange> {
     v
 }
 
-pub(super) fn inner_parens(call: &ast::ExprCall) -> TextRange {
+/// The text between a call's parentheses. A call a syntax error left open (`f(x` at the end of
+/// the file, `f(while`) has no `)`: its arguments then run to the end of their range.
+pub(super) fn inner_parens(call: &ast::ExprCall, source: &str) -> TextRange {
     let r = call.arguments.range;
-    TextRange::new(r.start() + TextSize::from(1), r.end() - TextSize::from(1))
+    let start = (r.start() + TextSize::from(1)).min(r.end());
+    let closed = source
+        .get(std::ops::Range::<usize>::from(r))
+        .is_some_and(|t| t.len() >= 2 && t.ends_with(')'));
+    let end = if closed {
+        r.end() - TextSize::from(1)
+    } else {
+        r.end()
+    };
+    TextRange::new(start, end.max(start))
 }
 
 /// Delete one argument together with its separator.
-pub(super) fn delete_item(items: &[TextRange], idx: usize, call: &ast::ExprCall) -> Edit {
+pub(super) fn delete_item(
+    items: &[TextRange],
+    idx: usize,
+    call: &ast::ExprCall,
+    source: &str,
+) -> Edit {
     if items.len() == 1 {
-        return Edit::delete(inner_parens(call));
+        return Edit::delete(inner_parens(call, source));
     }
     if idx + 1 < items.len() {
         Edit::delete(TextRange::new(items[idx].start(), items[idx + 1].start()))
@@ -188,5 +204,39 @@ mod tests {
         );
         assert_eq!(split_keyword_item("a == b"), (None, "a == b"));
         assert_eq!(split_keyword_item("{x}"), (None, "{x}"));
+    }
+
+    fn first_call(src: &str) -> ast::ExprCall {
+        let parsed = crate::port::parse::parse(src);
+        let ast::Stmt::Expr(e) = &parsed.module.body[0] else {
+            panic!("not an expression statement: {src}")
+        };
+        let ast::Expr::Call(call) = e.value.as_ref() else {
+            panic!("not a call: {src}")
+        };
+        call.clone()
+    }
+
+    /// Found by the fuzz harness (fuzz/, target migrate): a call that a syntax error leaves open
+    /// (`torch.cuda(while True:`) has an argument range of one character, `(`, and taking the
+    /// inside of its parentheses panicked (`start.raw <= end.raw`) before the fix was dropped as
+    /// lying in a broken region.
+    #[test]
+    fn a_call_left_open_has_an_inside() {
+        for (src, inside) in [
+            ("f(a, b)", "a, b"),
+            ("f()", ""),
+            ("f(a, b", "a, b"),
+            ("f(", ""),
+        ] {
+            let call = first_call(src);
+            let r = inner_parens(&call, src);
+            assert_eq!(&src[std::ops::Range::<usize>::from(r)], inside, "{src}");
+        }
+        let rules = crate::port::RuleSet::builtin();
+        let index = crate::port::RuleIndex::new(&rules);
+        let src = "m = torch.com.cuda(while True:\n)pile(model, dynamic=True)\n";
+        let out = crate::port::migrate_source(src, &rules, &index, Default::default());
+        assert!(!out.syntax_errors.is_empty());
     }
 }

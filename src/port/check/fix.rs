@@ -200,7 +200,12 @@ impl<'a> Checker<'a> {
                     .iter()
                     .position(|r| *r == kw.range())
                     .ok_or("keyword not found")?;
-                Ok(self.make_fix(rule, vec![delete_item(&items, idx, call)], vec![], false))
+                Ok(self.make_fix(
+                    rule,
+                    vec![delete_item(&items, idx, call, self.src)],
+                    vec![],
+                    false,
+                ))
             }
             Action::Remove(RemoveKind::Statement) => {
                 if !rule.params.is_empty() {

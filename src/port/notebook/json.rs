@@ -31,8 +31,11 @@ pub struct NotebookJson {
 /// Read a notebook; the error says what is wrong and what to do.
 pub fn read(text: &str) -> Result<NotebookJson, String> {
     let value: Value = serde_json::from_str(text).map_err(|e| {
+        let cell = cell_at(text, e.line(), e.column())
+            .map(|n| format!(", in cell {n}"))
+            .unwrap_or_default();
         format!(
-            "not a valid notebook: invalid JSON at line {} column {} ({}); repair the file (e.g. restore it from version control or re-save it in Jupyter) or exclude it",
+            "not a valid notebook: invalid JSON at line {} column {}{cell} ({}); repair the file (e.g. restore it from version control or re-save it in Jupyter) or exclude it",
             e.line(),
             e.column(),
             strip_position(&e.to_string())
@@ -106,6 +109,23 @@ pub fn read(text: &str) -> Result<NotebookJson, String> {
         language,
         indent_unit: indent_unit(text),
     })
+}
+
+/// The cell a place in broken JSON is in, counting the `"cell_type"` keys before it (the JSON
+/// cannot be parsed, so this is the best guess there is).
+fn cell_at(text: &str, line: usize, column: usize) -> Option<usize> {
+    let start: usize = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum();
+    let at = (start + column).min(text.len());
+    let before = &text.as_bytes()[..at];
+    let n = before
+        .windows(11)
+        .filter(|w| *w == b"\"cell_type\"")
+        .count();
+    (n > 0).then_some(n)
 }
 
 fn not_a_notebook(why: &str) -> String {
@@ -187,8 +207,13 @@ impl NotebookJson {
             (open, sep, close)
         };
         // Old items and old lines correspond one to one when each item is one line, as Jupyter
-        // writes them; otherwise no old text is reused.
-        let reuse = old_raw.len() == old_lines.len();
+        // writes them; otherwise no old text is reused (the same number of items as lines is
+        // not enough: `["a\nb", "c\n"]` has two of each, and reusing them dropped the `b`).
+        let reuse = old_raw.len() == old_lines.len()
+            && old_raw
+                .iter()
+                .zip(&old_lines)
+                .all(|(raw, line)| serde_json::from_str::<String>(raw).is_ok_and(|s| s == *line));
         let diff = similar::capture_diff_slices(similar::Algorithm::Myers, &old_lines, &lines);
         // Each line with the whitespace before it: a reused line keeps its own (Jupyter's
         // layout is regular, but a hand-edited notebook's need not be).
@@ -474,6 +499,11 @@ mod tests {
     fn bad_notebooks_are_explained() {
         let e = read("{\"cells\": [").unwrap_err();
         assert!(e.contains("invalid JSON at line 1"), "{e}");
+        // Broken JSON inside a cell: the cell is named (counted by its `cell_type` keys).
+        let text = "{\"cells\": [\n {\"cell_type\": \"code\", \"source\": []},\n {\"cell_type\": \"code\", \"source\": [\"x\" \"y\"]}\n]}\n";
+        let e = read(text).unwrap_err();
+        assert!(e.contains("invalid JSON at line 3 column "), "{e}");
+        assert!(e.contains(", in cell 2 (expected"), "{e}");
         let e = read("{\"metadata\": {}}").unwrap_err();
         assert!(e.contains("no `cells`"), "{e}");
         let e = read("{\"worksheets\": []}").unwrap_err();

@@ -213,3 +213,26 @@ fn a_syntax_error_is_located_in_its_cell() {
     let e = m.outcome.syntax_errors.first().expect("a syntax error");
     assert!(m.location(e.range.start()).starts_with("cell 2:1:"));
 }
+
+/// Found by the fuzz harness (target notebook): list items that do not split at newlines, as
+/// many as the lines (`["m.cuda()\n#", " note\n"]`), were taken for one line each, and writing
+/// the changed line back lost the text after the first newline (`#`); a second run then
+/// changed the notebook again.
+#[test]
+fn items_that_are_not_one_line_each_keep_their_text() {
+    let text = notebook(json!([
+        code(&["import torch\n"]),
+        code(&["m = torch.nn.Linear(2, 2).cuda()\n#", " a note\n"])
+    ]));
+    let m = run(&text);
+    let out = m.outcome.output.expect("migrated");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let source: String = v["cells"][1]["source"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(source, "m = torch.nn.Linear(2, 2).to(\"tpu\")\n# a note\n");
+    assert!(run(&out).outcome.output.is_none());
+}

@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use super::compile::{compile_position, compile_rule};
 use super::model::{Helper, RuleFile, RuleSet};
 use super::schema::RuleFileDef;
+use crate::port::located::{line_of_offset, one_line, toml_error};
 
 /// The built-in rule files, compiled into the binary.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -41,13 +42,25 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("rules/PRG.toml", include_str!("../../../rules/PRG.toml")),
 ];
 
-/// A problem in a rule file, located as precisely as we can.
+/// A problem in a rule file, located as precisely as we can; shown on one line (control
+/// characters in the path or in quoted values are escaped).
 #[derive(Debug, thiserror::Error)]
-#[error("{path}:{line}: {message}")]
 pub struct RuleError {
     pub path: String,
     pub line: usize,
     pub message: String,
+}
+
+impl std::fmt::Display for RuleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}: {}",
+            one_line(&self.path),
+            self.line,
+            one_line(&self.message)
+        )
+    }
 }
 
 impl RuleSet {
@@ -74,11 +87,11 @@ impl RuleSet {
         let mut defs = vec![];
         for (path, text) in &sources {
             let file: RuleFileDef = toml::from_str(text).map_err(|e| {
-                let line = e.span().map(|s| line_of_offset(text, s.start)).unwrap_or(1);
+                let (line, message) = toml_error(text, &e);
                 RuleError {
                     path: path.clone(),
                     line,
-                    message: format!("{}; see README.md, \"Writing your own rules\"", e.message()),
+                    message: format!("{message}; see README.md, \"Writing your own rules\""),
                 }
             })?;
             for (name, pats) in &file.positions {
@@ -138,7 +151,11 @@ impl RuleSet {
                 if def.needles.is_none() {
                     def.needles = file.needles.clone();
                 }
-                let line = find_line(&text, &format!("\"{}\"", def.id));
+                // The id as written: plain, or with TOML escapes (`"TEAM1\n"`).
+                let line = match text.find(&format!("\"{}\"", def.id)) {
+                    Some(_) => find_line(&text, &format!("\"{}\"", def.id)),
+                    None => find_line(&text, &format!("\"{}\"", def.id.escape_default())),
+                };
                 let rid = def.id.clone();
                 let err = |message: String| RuleError {
                     path: path.clone(),
@@ -182,7 +199,7 @@ fn read_rule_dir(dir: &Path) -> Result<Vec<(String, String)>> {
     let entries = std::fs::read_dir(dir).with_context(|| {
         format!(
             "cannot read rule folder {}: pass a folder that holds *.toml rule files",
-            dir.display()
+            one_line(&dir.display().to_string())
         )
     })?;
     let mut paths: Vec<PathBuf> = entries
@@ -193,12 +210,25 @@ fn read_rule_dir(dir: &Path) -> Result<Vec<(String, String)>> {
     if paths.is_empty() {
         bail!(
             "rule folder {} holds no *.toml files; see README.md, \"Writing your own rules\"",
-            dir.display()
+            one_line(&dir.display().to_string())
         );
     }
     for p in paths {
-        let text = std::fs::read_to_string(&p)
-            .with_context(|| format!("cannot read rule file {}", p.display()))?;
+        let bytes = std::fs::read(&p).with_context(|| {
+            format!(
+                "cannot read rule file {}",
+                one_line(&p.display().to_string())
+            )
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| RuleError {
+            path: p.display().to_string(),
+            line: e.as_bytes()[..e.utf8_error().valid_up_to()]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count()
+                + 1,
+            message: "not valid UTF-8; save the rule file as UTF-8".into(),
+        })?;
         out.push((p.display().to_string(), text));
     }
     Ok(out)
@@ -211,10 +241,6 @@ fn valid_family(f: &str) -> bool {
 fn valid_id(id: &str, family: &str) -> bool {
     id.strip_prefix(family)
         .is_some_and(|d| d.len() == 3 && d.chars().all(|c| c.is_ascii_digit()))
-}
-
-fn line_of_offset(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
 }
 
 fn find_line(text: &str, needle: &str) -> usize {
@@ -239,6 +265,54 @@ mod tests {
                 r.id
             );
         }
+    }
+
+    /// Found by the fuzz harness (target rules): a value or id holding a newline (`fix =
+    /// "safe\n"`, `id = "TEAM1\n"`) split the error over lines; it is one line, the key named
+    /// for a value of the wrong type, and a file that is not UTF-8 is located too.
+    #[test]
+    fn rule_file_errors_are_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("TEAM.toml");
+        let base = "family = \"TEAM\"\ntitle = \"x\"\n\n[[rule]]\nname = \"x\"\nmessage = \"x\"\nmatch.call = [\"a.b\"]\n";
+        for (extra, line, says) in [
+            (
+                "id = \"TEAM001\"\nfix = \"safe\\n\"\n",
+                9,
+                "unknown variant `safe\\n`",
+            ),
+            (
+                "id = \"TEAM1\\n\"\nfix = \"manual\"\n",
+                8,
+                "rule TEAM1\\n: id must be",
+            ),
+            (
+                "id = \"TEAM001\"\nfix = 3\n",
+                9,
+                "`rule.fix`: wanted string or table",
+            ),
+        ] {
+            std::fs::write(&file, format!("{base}{extra}")).unwrap();
+            let e = RuleSet::load(&[dir.path().to_path_buf()])
+                .err()
+                .expect("refused")
+                .to_string();
+            assert!(!e.contains('\n'), "{e:?}");
+            assert!(
+                e.starts_with(&format!("{}:{line}: ", file.display())),
+                "{e}"
+            );
+            assert!(e.contains(says), "{e}");
+        }
+        std::fs::write(&file, b"family = \"TEAM\"\n# caf\xe9\n").unwrap();
+        let e = RuleSet::load(&[dir.path().to_path_buf()])
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            e.starts_with(&format!("{}:2: not valid UTF-8", file.display())),
+            "{e}"
+        );
     }
 
     /// `BUILTIN` is written by hand (its order is the load order), so check that it names

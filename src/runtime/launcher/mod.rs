@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::profile::event::{Event, RunStart};
 pub use child::EVENTS_FD;
@@ -48,6 +48,9 @@ pub struct Launch {
     pub observer: ObserverChoice,
     /// Notes to record (and print once).
     pub notes: Vec<String>,
+    /// What to tell the user when the script stops at `import torch` (`No module named
+    /// 'torch'`): where torch is missing and what to do.
+    pub torch_hint: Option<String>,
 }
 
 /// Run the child to its end; returns `tpuport run`'s exit code. An error after the child
@@ -55,7 +58,7 @@ pub struct Launch {
 pub fn launch(l: Launch) -> Result<i32> {
     let start = Instant::now();
     let file = create_events_file(&l.events_path)?;
-    let mut sink = EventSink::new(file, start, l.observer.start());
+    let mut sink = EventSink::new(file, &l.events_path, start, l.observer.start());
     for n in &l.notes {
         sink.say(&format!("tpuport: note: {n}"));
     }
@@ -80,8 +83,13 @@ pub fn launch(l: Launch) -> Result<i32> {
     let outcome = match run.supervise(rx, readers) {
         Ok(o) => o,
         Err(e) => {
+            let stopped = run.running();
             run.abort(&e);
-            return Err(e);
+            return Err(if stopped {
+                anyhow::anyhow!("{e:#}; the script was stopped")
+            } else {
+                e
+            });
         }
     };
 
@@ -95,27 +103,65 @@ pub fn launch(l: Launch) -> Result<i32> {
     if let Err(e) = finished {
         eprintln!("tpuport: the dashboard stopped: {e:#}");
     }
+    let no_torch = run
+        .sink
+        .summary
+        .run_end
+        .as_ref()
+        .and_then(|e| e.exception.as_ref())
+        .is_some_and(|x| x.kind == "ModuleNotFoundError" && x.message == "No module named 'torch'");
+    let end = match (&l.torch_hint, no_torch) {
+        (Some(hint), true) => format!(
+            "tpuport run: {} stopped at `import torch` (exit {}): {hint}",
+            run.run_start.script, outcome.code
+        ),
+        _ => exit::describe_end(&run.run_start, outcome),
+    };
     if !prints {
+        // The dashboard showed the exception; what to do about a missing torch is said here.
+        if no_torch {
+            eprintln!("{end}");
+        }
         return Ok(outcome.code);
     }
     eprintln!();
-    eprintln!("{}", exit::describe_end(&run.run_start, outcome));
+    eprintln!("{end}");
     eprint!("{}", run.sink.summary.render());
     eprintln!("events: {}", l.events_path.display());
     Ok(outcome.code)
 }
 
 fn create_events_file(path: &Path) -> Result<File> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create {} for the events file", dir.display()))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        anyhow::bail!(
+            "cannot create the folder {} for the events file ({}); choose another place with --events PATH",
+            dir.display(),
+            crate::profile::report::folder_error(dir, &e)
+        );
     }
-    File::create(path).with_context(|| {
-        format!(
-            "cannot create the events file {}: choose another with --events",
-            path.display()
-        )
-    })
+    // Read and write: a failed write cuts the file back to its last whole line (`sink`); a
+    // path that can be written but not read is still taken.
+    let open = |read: bool| {
+        std::fs::OpenOptions::new()
+            .read(read)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+    };
+    open(true)
+        .or_else(|e| match e.kind() {
+            std::io::ErrorKind::PermissionDenied => open(false),
+            _ => Err(e),
+        })
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create the events file {} ({e}); choose another place with --events PATH",
+                path.display()
+            )
+        })
 }
 
 /// The program could not be started: the events file still gets `run_start` and `run_end`.

@@ -246,6 +246,11 @@ impl Supervisor {
         Ok(outcome)
     }
 
+    /// Whether the child has not exited yet (as far as the loop saw).
+    pub fn running(&self) -> bool {
+        self.exited.is_none()
+    }
+
     /// tpuport itself failed while the child ran: kill the child's group (and reap it), and
     /// finish the events file anyway, `run_end` with status `runtime_error` and the error.
     pub fn abort(&mut self, err: &anyhow::Error) {

@@ -54,6 +54,7 @@ fn sh(script: &str, events: &Path, observer: Failing) -> Launch {
         timeout: None,
         observer: ObserverChoice::Start(Box::new(move || Box::new(observer))),
         notes: vec![],
+        torch_hint: None,
     }
 }
 

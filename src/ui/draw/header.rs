@@ -1,5 +1,5 @@
 //! The header: what runs where (script, target, chip, mode, precision, events file), then the
-//! elapsed time, the step count, the status and the FROZEN / malformed-lines marks.
+//! elapsed time, the step count, the status and the FROZEN mark and the lines skipped.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -69,9 +69,9 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, agg: &Aggregator, ctx: &Contex
             Style::new().fg(Color::Black).bg(Color::Yellow).bold(),
         ));
     }
-    if agg.malformed > 0 {
+    if let Some(skipped) = agg.skipped.short() {
         second.push(Span::styled(
-            format!("  {} malformed lines skipped", agg.malformed),
+            format!("  {skipped}"),
             Style::new().fg(Color::Red),
         ));
     }

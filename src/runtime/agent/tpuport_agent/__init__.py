@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 
-from tpuport_agent import check, numerics, phases, placement, state, syncs
+from tpuport_agent import check, errors, numerics, phases, placement, state, syncs
 
 _AGENT = None
 
@@ -410,7 +410,6 @@ class Agent:
     def run(self):
         import runpy
         import signal
-        import traceback
 
         cfg = self.config
         script = cfg["script"]
@@ -462,13 +461,12 @@ class Agent:
         except StepLimit:
             code = 0
             sys.stderr.write("tpuport: stopped after %d steps (--max-steps)\n" % self.step)
-        except KeyboardInterrupt:
-            traceback.print_exc()
+        except KeyboardInterrupt as e:
+            errors.show(e)
             code = 130
             self.em.emit("exit_status", status="interrupted", code=code)
         except BaseException as e:
-            tb = traceback.format_exc()
-            sys.stderr.write(tb)
+            tb = errors.show(e)
             code = 1
             self.em.emit("exception", exception={"type": type(e).__name__, "message": str(e), "traceback": tb})
         finally:
