@@ -94,8 +94,46 @@ impl XlaCpu {
                 root.display()
             ));
         }
+        for (what, p) in [
+            ("the PJRT shim", &x.shim),
+            ("the CPU PJRT plugin", &x.plugin),
+        ] {
+            pjrt_plugin(p).map_err(|e| {
+                format!("{what} cannot be used: {e} (run scripts/bootstrap-xla-cpu again)")
+            })?;
+        }
         Ok(x)
     }
+}
+
+/// Whether the shared library at `path` loads and exports `GetPjrtApi` (checked with `dlopen`
+/// and `dlsym` in this process; nothing in it is called). A broken shim would otherwise stop
+/// TorchTPU with a fatal C++ check in the script's process.
+pub fn pjrt_plugin(path: &Path) -> Result<(), String> {
+    use std::ffi::{CStr, CString};
+    use std::os::unix::ffi::OsStrExt;
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| format!("{}: a NUL byte in the path", path.display()))?;
+    // SAFETY: dlopen/dlsym/dlclose with a valid C string; the library's code is not run beyond
+    // its loader (the PJRT plugins have no constructors that do work).
+    unsafe {
+        let handle = libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
+        if handle.is_null() {
+            let why = libc::dlerror();
+            let why = if why.is_null() {
+                "cannot be loaded".to_string()
+            } else {
+                CStr::from_ptr(why).to_string_lossy().into_owned()
+            };
+            return Err(why);
+        }
+        let sym = libc::dlsym(handle, c"GetPjrtApi".as_ptr());
+        libc::dlclose(handle);
+        if sym.is_null() {
+            return Err(format!("{} exports no GetPjrtApi", path.display()));
+        }
+    }
+    Ok(())
 }
 
 /// Where the installation is: `$TPUPORT_XLA_CPU`, else the folder `<cache>/xla-cpu-default`
@@ -182,11 +220,31 @@ pub fn this_platform() -> (&'static str, &'static str) {
 mod tests {
     use super::*;
 
+    /// A real PJRT library to stand for both: this workspace's shim, where cargo built it.
+    fn a_pjrt_library() -> Option<PathBuf> {
+        let exe = std::env::current_exe().ok()?;
+        let dir = exe.parent()?.parent()?;
+        [
+            dir.join("libtpuport_pjrt_shim.so"),
+            dir.join("deps/libtpuport_pjrt_shim.so"),
+        ]
+        .into_iter()
+        .find(|p| p.is_file())
+    }
+
     fn install(dir: &Path, python: &str) {
         std::fs::create_dir_all(dir.join("site/torch_tpu")).unwrap();
         std::fs::create_dir_all(dir.join("plugin/p")).unwrap();
-        std::fs::write(dir.join("plugin/p/plugin.so"), b"").unwrap();
-        std::fs::write(dir.join("libtpuport_pjrt_shim.so"), b"").unwrap();
+        match a_pjrt_library() {
+            Some(lib) => {
+                std::fs::copy(&lib, dir.join("plugin/p/plugin.so")).unwrap();
+                std::fs::copy(&lib, dir.join("libtpuport_pjrt_shim.so")).unwrap();
+            }
+            None => {
+                std::fs::write(dir.join("plugin/p/plugin.so"), b"").unwrap();
+                std::fs::write(dir.join("libtpuport_pjrt_shim.so"), b"").unwrap();
+            }
+        }
         std::fs::write(
             dir.join("xla-cpu.json"),
             format!(
@@ -210,9 +268,18 @@ mod tests {
         let e = XlaCpu::open(d.path()).unwrap_err();
         assert!(e.contains("not installed completely"), "{e}");
         std::fs::write(d.path().join(".complete"), b"").unwrap();
-        let x = XlaCpu::open(d.path()).unwrap();
-        assert_eq!(x.manifest.plugin.pjrt_api, "0.115");
-        assert_eq!(x.plugin, d.path().join("plugin/p/plugin.so"));
+        if a_pjrt_library().is_some() {
+            let x = XlaCpu::open(d.path()).unwrap();
+            assert_eq!(x.manifest.plugin.pjrt_api, "0.115");
+            assert_eq!(x.plugin, d.path().join("plugin/p/plugin.so"));
+        }
+        // A shim that is not a loadable PJRT library: said before any run.
+        std::fs::write(d.path().join("libtpuport_pjrt_shim.so"), b"garbage").unwrap();
+        let e = XlaCpu::open(d.path()).unwrap_err();
+        assert!(
+            e.starts_with("the PJRT shim cannot be used:") && e.contains("bootstrap-xla-cpu"),
+            "{e}"
+        );
         std::fs::remove_file(d.path().join("libtpuport_pjrt_shim.so")).unwrap();
         let e = XlaCpu::open(d.path()).unwrap_err();
         assert!(e.contains("the PJRT shim is missing"), "{e}");
