@@ -94,28 +94,41 @@ impl XlaCpu {
                 root.display()
             ));
         }
-        for (what, p) in [
-            ("the PJRT shim", &x.shim),
-            ("the CPU PJRT plugin", &x.plugin),
-        ] {
-            pjrt_plugin(p).map_err(|e| {
-                format!("{what} cannot be used: {e} (run scripts/bootstrap-xla-cpu again)")
-            })?;
-        }
+        pjrt_plugin(&x.shim).map_err(|e| {
+            format!("the PJRT shim cannot be used: {e} (run scripts/bootstrap-xla-cpu again)")
+        })?;
+        // The plugin is XLA itself (200 MB, with static state that must not be unloaded from
+        // this process): only its file is checked here; the shim reports one that does not load.
+        shared_object(&x.plugin).map_err(|e| {
+            format!("the CPU PJRT plugin cannot be used: {e} (run scripts/bootstrap-xla-cpu again)")
+        })?;
         Ok(x)
     }
 }
 
+/// Whether the file at `path` is an ELF shared object (its magic number).
+fn shared_object(path: &Path) -> Result<(), String> {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if magic != *b"\x7fELF" {
+        return Err(format!("{} is not a shared library", path.display()));
+    }
+    Ok(())
+}
+
 /// Whether the shared library at `path` loads and exports `GetPjrtApi` (checked with `dlopen`
-/// and `dlsym` in this process; nothing in it is called). A broken shim would otherwise stop
-/// TorchTPU with a fatal C++ check in the script's process.
+/// and `dlsym` in this process; nothing in it is called). For the shim: a broken one would
+/// otherwise stop TorchTPU with a fatal C++ check in the script's process.
 pub fn pjrt_plugin(path: &Path) -> Result<(), String> {
     use std::ffi::{CStr, CString};
     use std::os::unix::ffi::OsStrExt;
     let c = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| format!("{}: a NUL byte in the path", path.display()))?;
     // SAFETY: dlopen/dlsym/dlclose with a valid C string; the library's code is not run beyond
-    // its loader (the PJRT plugins have no constructors that do work).
+    // its loader (the shim has no constructors, and loads the plugin only when called).
     unsafe {
         let handle = libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
         if handle.is_null() {

@@ -418,3 +418,94 @@ fn unwritable_output_folders_are_one_clear_line() {
         assert!(fs::read_dir(&ro).unwrap().next().is_none());
     }
 }
+
+/// The xla-cpu target's own error paths: a torch outside TorchTPU's 2.11–2.15, a missing CPU
+/// plugin and a broken shim are each one line before the run, with what to do, and exit 2; where
+/// the target was not asked for, the run goes to the sim and says why.
+#[test]
+fn xla_cpu_errors_are_one_line_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write(dir.path(), "hi.py", "print('hi')\n");
+    // A venv with torch 2.9 (its dist-info is all that is read).
+    let old = venv_without_torch(dir.path());
+    let site = fs::read_dir(old.join("lib"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("site-packages");
+    fs::create_dir_all(site.join("torch-2.9.0.dist-info")).unwrap();
+    let out = tpuport_in(&old)
+        .args(["--target", "xla-cpu", "--no-tui"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.lines().any(|l| l.starts_with("tpuport: --target xla-cpu: ")
+            && l.contains("TorchTPU 0.2.0 supports torch 2.11–2.15, and the script's environment has torch 2.9.0")),
+        "{err}"
+    );
+    // Installs that cannot serve: a missing plugin, a shim that is not a library.
+    let install = |name: &str, shim: &[u8], plugin: bool| {
+        let x = dir.path().join(name);
+        fs::create_dir_all(x.join("site")).unwrap();
+        fs::create_dir_all(x.join("plugin")).unwrap();
+        if plugin {
+            fs::write(x.join("plugin/p.so"), b"").unwrap();
+        }
+        fs::write(x.join("shim.so"), shim).unwrap();
+        fs::write(x.join(".complete"), b"").unwrap();
+        fs::write(
+            x.join("xla-cpu.json"),
+            r#"{"python": "3.11", "torch_tpu": "0.2.0", "libtpu": "0.0.52", "site": "site", "shim": "shim.so",
+                "plugin": {"dist": "lammps-jax-pjrt-cpu", "version": "0.11.2", "pjrt_api": "0.115", "path": "plugin/p.so"}}"#,
+        )
+        .unwrap();
+        x
+    };
+    let cases = [
+        (
+            install("noplugin", b"x", false),
+            "the CPU PJRT plugin is missing: ",
+        ),
+        (
+            install("badshim", b"garbage", true),
+            "the PJRT shim cannot be used: ",
+        ),
+    ];
+    for (x, says) in &cases {
+        let out = common::tpuport(&venv(), 120)
+            .env("TPUPORT_XLA_CPU", x)
+            .args(["run", "--target", "xla-cpu", "--no-tui"])
+            .arg(&script)
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("tpuport: --target xla-cpu: "))
+            .unwrap_or_else(|| panic!("{err}"));
+        assert!(
+            line.contains(says) && line.ends_with("(run scripts/bootstrap-xla-cpu again)"),
+            "{line}"
+        );
+        // Not asked for: the sim, saying why.
+        let out = common::tpuport(&venv(), 120)
+            .env("TPUPORT_XLA_CPU", x)
+            .args(["run", "--no-tui"])
+            .arg(&script)
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert!(out.status.success(), "{err}");
+        assert!(
+            err.contains("running on the sim target (auto: no TPU on this machine")
+                && err.contains(&format!("xla-cpu cannot serve: {says}")),
+            "{err}"
+        );
+    }
+}
