@@ -85,8 +85,13 @@ pub fn run(opts: RunOptions) -> Result<i32> {
     let (env, plan) = resolve(&opts.request, opts.python.as_deref())?;
     let (mut runtime, worker, why) = worker::choose(&env);
     let mut notes = plan.notes.clone();
-    if opts.request.target == target::TargetRequest::Auto
-        || opts.request.target == target::TargetRequest::XlaCpu && plan.target != Target::XlaCpu
+    // Which target and why, where it was not asked for (not where torch is missing: that note
+    // says what matters then).
+    let has_torch = installed_version(&env.site_packages, "torch").is_some();
+    if has_torch
+        && (opts.request.target == target::TargetRequest::Auto
+            || opts.request.target == target::TargetRequest::XlaCpu
+                && plan.target != Target::XlaCpu)
     {
         notes.insert(
             0,

@@ -373,7 +373,7 @@ fn review_screen_edits_a_fix_and_quits() {
     t.send(&["n"]);
     t.wait("the second fix", 10, |s| s.contains("fix 2 of 3"));
     t.send(&["e"]);
-    let s = t.wait("the third fix, after the edit", 10, |s| {
+    let s = t.wait("the third fix, after the edit", 30, |s| {
         s.contains("fix 3 of 3")
     });
     assert!(s.contains("fix 2 edited and accepted"), "{s}");

@@ -175,11 +175,7 @@ fn sim_target_in_the_subprocess_runtime() {
         unreachable!()
     };
     assert_eq!(rs.target, "sim");
-    assert!(
-        rs.target_reason.starts_with("auto: no TPU"),
-        "{}",
-        rs.target_reason
-    );
+    assert_eq!(rs.target_reason, "--target sim");
     assert_eq!(rs.runtime, "subprocess");
     assert_eq!(rs.chip.as_deref(), Some("v5e"));
     let steps: Vec<(u64, Option<f64>, String)> = evs
