@@ -5,7 +5,7 @@
 use ruff_python_ast::{AnyNodeRef, Expr};
 use ruff_text_size::{Ranged, TextRange, TextSize};
 
-use super::args::{arg_items, delete_item};
+use super::args::delete_item;
 use super::bind::Bound;
 use super::{Checker, Match};
 use crate::port::diagnostic::Diagnostic;
@@ -195,7 +195,7 @@ impl<'a> Checker<'a> {
             Action::Remove(RemoveKind::Keyword) => {
                 let call = m.call.ok_or("not a call")?;
                 let kw = m.keyword.ok_or("no keyword")?;
-                let items = arg_items(call);
+                let items = self.arg_items(call);
                 let idx = items
                     .iter()
                     .position(|r| *r == kw.range())
