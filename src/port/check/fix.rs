@@ -57,6 +57,15 @@ impl<'a> Checker<'a> {
                 Err(note) => d.note = Some(note),
             }
         }
+        // `safe_after`: the fix is right only after a call the program makes first (group.rs).
+        if !rule.safe_after.is_empty()
+            && d.fix
+                .as_ref()
+                .is_some_and(|f| f.applicability == FixClass::Safe)
+            && let Some(why) = self.not_after(rule, m.range.start())
+        {
+            d.make_unsafe(&why);
+        }
         Some(self.finalize(d))
     }
 

@@ -22,7 +22,8 @@
 //! settings, backend comparisons and CUDA checks in library modules), `runtimes.rs` (devices
 //! of modules that drive ONNX Runtime, ExecuTorch and the like), `params.rs` (test parameters
 //! fed by values computed elsewhere), `comments.rs` (code a
-//! comment ties to CUDA or NCCL) and `own.rs` (attributes the program defines itself, such as a
+//! comment ties to CUDA or NCCL), `group.rs` (a fix that needs a call made first, such as a
+//! barrier's process group, on every path of the program to it) and `own.rs` (attributes the program defines itself, such as a
 //! class's own `self.is_cuda`, are not PyTorch's).
 
 mod args;
@@ -34,6 +35,7 @@ mod cuda_only;
 mod fix;
 mod flow;
 mod foreign;
+mod group;
 mod guard;
 mod library;
 mod lints;
