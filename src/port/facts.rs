@@ -270,6 +270,30 @@ pub fn called_with(body: &[Stmt], site: TextSize, is_wrap: &dyn Fn(&ExprCall) ->
     })
 }
 
+/// Does every run of the code at `site` make a call for which `is_call` holds *before* it? A
+/// statement of `body` ahead of the one holding the site (or of a block around the site, ahead
+/// of it there) that always makes the call, as [`always_calls`] judges.
+pub fn called_before(body: &[Stmt], site: TextSize, is_call: &dyn Fn(&ExprCall) -> bool) -> bool {
+    for stmt in body {
+        if stmt.range().contains(site) {
+            return blocks(stmt)
+                .into_iter()
+                .find(|b| {
+                    b.first().is_some_and(|f| f.start() <= site)
+                        && b.last().is_some_and(|l| site < l.end())
+                })
+                .is_some_and(|b| called_before(b, site, is_call));
+        }
+        if stmt.start() > site {
+            return false;
+        }
+        if always_calls(stmt, is_call) {
+            return true;
+        }
+    }
+    false
+}
+
 /// Does this statement make such a call whenever it runs?
 pub fn always_calls(stmt: &Stmt, is_wrap: &dyn Fn(&ExprCall) -> bool) -> bool {
     let block = |b: &[Stmt]| b.iter().any(|s| always_calls(s, is_wrap));
@@ -363,6 +387,22 @@ mod tests {
             b => b,
         };
         called_with(body, site, &is_wrap)
+    }
+
+    #[test]
+    fn a_call_counts_before_only() {
+        let before = |src: &str| {
+            let parsed = parse(src);
+            let site = TextSize::try_from(src.find("step()").unwrap()).unwrap();
+            let is_wrap =
+                |c: &ExprCall| matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "wrap");
+            called_before(&parsed.module.body, site, &is_wrap)
+        };
+        assert!(before("wrap()\nfor b in d:\n    step()\n"));
+        assert!(before("for b in d:\n    wrap()\n    step()\n"));
+        assert!(!before("step()\nwrap()\n"));
+        assert!(!before("for b in d:\n    step()\n    wrap()\n"));
+        assert!(!before("if a:\n    wrap()\nstep()\n"));
     }
 
     #[test]

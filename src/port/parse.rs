@@ -43,6 +43,67 @@ impl Parsed {
     pub fn has_comment_in(&self, range: TextRange) -> bool {
         self.comments.iter().any(|c| range.contains_range(*c))
     }
+
+    /// An expression's `range` widened to the parentheses written around it (`(args)` for the
+    /// name `args`, whose node does not include them), looking only inside `within`: the text
+    /// between a call's parentheses, or a keyword argument, so that the call's own parentheses
+    /// are never taken for the argument's.
+    pub fn parenthesized(&self, src: &str, range: TextRange, within: TextRange) -> TextRange {
+        let mut r = range;
+        loop {
+            let open = self.before_trivia(src, r.start());
+            let close = self.after_trivia(src, r.end());
+            match (open, close) {
+                (Some(o), Some(c))
+                    if src[o..].starts_with('(')
+                        && src[c..].starts_with(')')
+                        && o >= within.start().to_usize()
+                        && c < within.end().to_usize() =>
+                {
+                    r = TextRange::new(TextSize::from(o as u32), TextSize::from(c as u32 + 1));
+                }
+                _ => return r,
+            }
+        }
+    }
+
+    /// The offset of the last character before `at` that is not whitespace, a line continuation
+    /// or a comment.
+    fn before_trivia(&self, src: &str, at: TextSize) -> Option<usize> {
+        let mut i = at.to_usize();
+        loop {
+            if let Some(c) = self.comments.iter().find(|c| {
+                c.end().to_usize() == i || (c.start().to_usize() < i && i < c.end().to_usize())
+            }) {
+                i = c.start().to_usize();
+                continue;
+            }
+            let ch = src[..i].chars().next_back()?;
+            if ch.is_whitespace() || ch == '\\' {
+                i -= ch.len_utf8();
+                continue;
+            }
+            return Some(i - ch.len_utf8());
+        }
+    }
+
+    /// The offset of the first character from `at` on that is not whitespace, a line
+    /// continuation or a comment.
+    fn after_trivia(&self, src: &str, at: TextSize) -> Option<usize> {
+        let mut i = at.to_usize();
+        loop {
+            if let Some(c) = self.comments.iter().find(|c| c.start().to_usize() == i) {
+                i = c.end().to_usize();
+                continue;
+            }
+            let ch = src[i..].chars().next()?;
+            if ch.is_whitespace() || ch == '\\' {
+                i += ch.len_utf8();
+                continue;
+            }
+            return Some(i);
+        }
+    }
 }
 
 /// Parse a Python module (never fails: syntax errors are collected in [`Parsed::errors`]).
@@ -224,6 +285,32 @@ mod tests {
         assert!(!p.in_broken_region(last), "{:?} vs {:?}", p.broken, last);
         let def_line = TextRange::new(TextSize::from(14), TextSize::from(20));
         assert!(p.in_broken_region(def_line));
+    }
+
+    #[test]
+    fn arguments_keep_their_parentheses() {
+        // The argument of each call, widened within the text between the call's parentheses.
+        let widened = |src: &str| {
+            let p = parse(src);
+            let Stmt::Expr(e) = &p.module.body[0] else {
+                panic!()
+            };
+            let Expr::Call(c) = e.value.as_ref() else {
+                panic!()
+            };
+            let r = c.arguments.range;
+            let inner = TextRange::new(r.start() + TextSize::from(1), r.end() - TextSize::from(1));
+            let arg = c.arguments.args.first().map(|a| a.range());
+            let arg = arg.unwrap_or_else(|| c.arguments.keywords[0].value.range());
+            src[p.parenthesized(src, arg, inner)].to_string()
+        };
+        assert_eq!(widened("f(args)\n"), "args");
+        assert_eq!(widened("f((args))\n"), "(args)");
+        assert_eq!(widened("f(((args)), 1)\n"), "((args))");
+        assert_eq!(widened("f(x=(args))\n"), "(args)");
+        assert_eq!(widened("f( ( # c\n  args ) )\n"), "( # c\n  args )");
+        assert_eq!(widened("f((a) + b)\n"), "(a) + b");
+        assert_eq!(widened("f((a, b))\n"), "(a, b)");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The rule fixtures, ruff-style: `tests/fixtures/<FAMILY>/<ID>.py` lists the cases the rule
 //! must flag, then `# OK` near misses it must leave alone, then regressions. Each fixture runs
 //! with only its own rule selected; the snapshot holds the diagnostics (as a user sees them),
-//! the diff of the safe fixes, and the diff with `--unsafe-fixes` where that differs.
+//! the diff of the safe fixes, and the diff with `--unsafe-fixes` where that differs. Every
+//! fix's output must parse: the whole file's, and each fix applied alone.
 //!
 //! A new fixture fails its first run and writes `tests/integration/snapshots/*.snap.new`: review
 //! it, then accept it with `cargo insta accept` (or `INSTA_UPDATE=always cargo test`). One rule's
@@ -10,7 +11,7 @@
 use std::path::Path;
 
 use tpuport::port::render;
-use tpuport::port::{RuleIndex, RuleSet, Settings, migrate_source, parse};
+use tpuport::port::{RuleIndex, RuleSet, Settings, edit, migrate_source, parse};
 
 fn snapshot_for(path: &Path) -> String {
     let id = path.file_stem().unwrap().to_str().unwrap().to_string();
@@ -45,6 +46,19 @@ fn snapshot_for(path: &Path) -> String {
         !safe.diagnostics.is_empty(),
         "{name}: the fixture must contain cases the rule flags"
     );
+    // Each fix alone, applied to the fixture, leaves valid Python (the fix loop reverts a file
+    // whose result does not parse; this names the fix that broke it).
+    for d in &unsafe_.diagnostics {
+        let Some(fix) = &d.fix else { continue };
+        let (alone, _) = edit::apply_fixes(&source, &[(0, fix)]);
+        assert!(
+            parse::is_valid(&alone),
+            "{name}: the fix of the finding at {:?} ({}) does not parse:\n{}",
+            d.range,
+            d.message,
+            render::unified_diff(&name, &source, &alone)
+        );
+    }
     for (out, unsafe_fixes) in [(&safe.output, false), (&unsafe_.output, true)] {
         let Some(out) = out else { continue };
         assert!(

@@ -20,7 +20,7 @@ impl<'a> Checker<'a> {
         args: &[String],
         b: &Bound<'a>,
     ) -> Result<(Vec<Edit>, Vec<String>, bool), String> {
-        let items = arg_items(call);
+        let items = self.arg_items(call);
         // Each new item is either an untouched source argument (maybe losing its `name=`) or text.
         enum New {
             Source {
@@ -146,17 +146,37 @@ fn split_keyword_item(item: &str) -> (Option<&str>, &str) {
     (None, item)
 }
 
-/// Ranges of a call's arguments and keywords in source order.
-pub(super) fn arg_items(call: &ast::ExprCall) -> Vec<TextRange> {
-    let mut v: Vec<TextRange> = call
-        .arguments
-        .args
-        .iter()
-        .map(|a| a.range())
-        .chain(call.arguments.keywords.iter().map(|k| k.range()))
-        .collect();
-    v.sort_by_key(|r| r.start());
-    v
+impl Checker<'_> {
+    /// Ranges of a call's arguments and keywords in source order, each with the parentheses
+    /// written around it (`(args)`: the node of the name leaves them out).
+    pub(super) fn arg_items(&self, call: &ast::ExprCall) -> Vec<TextRange> {
+        let mut v: Vec<TextRange> = call
+            .arguments
+            .args
+            .iter()
+            .map(|a| self.arg_range(call, a))
+            .chain(call.arguments.keywords.iter().map(|k| k.range()))
+            .collect();
+        v.sort_by_key(|r| r.start());
+        v
+    }
+
+    /// A positional argument's range with the parentheses written around it.
+    pub(super) fn arg_range(&self, call: &ast::ExprCall, arg: &ast::Expr) -> TextRange {
+        self.parsed
+            .parenthesized(self.src, arg.range(), inner_parens(call, self.src))
+    }
+
+    /// A keyword argument's value with the parentheses written around it (`(args)` in
+    /// `args=(args)`).
+    pub(super) fn keyword_value_range(&self, kw: &ast::Keyword) -> TextRange {
+        let within = match &kw.arg {
+            Some(name) => TextRange::new(name.range.end(), kw.range().end()),
+            None => kw.range(),
+        };
+        self.parsed
+            .parenthesized(self.src, kw.value.range(), within)
+    }
 }
 
 /// The text between a call's parentheses. A call a syntax error left open (`f(x` at the end of

@@ -58,7 +58,7 @@ impl<'a> Checker<'a> {
             match (arg, rule.params.get(i)) {
                 (Expr::Starred(_), _) | (_, None) => {
                     if rule.pass_rest {
-                        b.rest.push(arg.range());
+                        b.rest.push(self.arg_range(call, arg));
                     } else {
                         return Err(format!(
                             "unexpected argument `{}`: edit this call by hand",
@@ -67,8 +67,9 @@ impl<'a> Checker<'a> {
                     }
                 }
                 (_, Some(p)) => {
-                    b.values.insert(p.clone(), self.value(arg));
-                    b.sources.insert(p.clone(), (arg.range(), None));
+                    let range = self.arg_range(call, arg);
+                    b.values.insert(p.clone(), self.value_at(arg, range));
+                    b.sources.insert(p.clone(), (range, None));
                 }
             }
         }
@@ -78,9 +79,11 @@ impl<'a> Checker<'a> {
                     if b.values.contains_key(name.as_str()) {
                         return Err(format!("`{name}` is given twice"));
                     }
-                    b.values.insert(name.to_string(), self.value(&kw.value));
+                    let range = self.keyword_value_range(kw);
+                    b.values
+                        .insert(name.to_string(), self.value_at(&kw.value, range));
                     b.sources
-                        .insert(name.to_string(), (kw.value.range(), Some(kw.range())));
+                        .insert(name.to_string(), (range, Some(kw.range())));
                 }
                 _ => {
                     if rule.pass_rest {
@@ -134,7 +137,7 @@ impl<'a> Checker<'a> {
             .args
             .iter()
             .chain(call.arguments.keywords.iter().map(|k| &k.value))
-            .find(|e| e.range() == *range)?;
+            .find(|e| range.contains_range(e.range()))?;
         let Expr::Name(n) = f else { return None };
         let values::Origin::Def(def) = values::origin(self.sem, &self.parsed.module, n) else {
             return None;
@@ -181,6 +184,17 @@ impl<'a> Checker<'a> {
             None => facts::called_with(module, site, &is_wrap),
         };
         !covered
+    }
+
+    /// [`Checker::value`] of an argument written as the text at `range` (the expression with
+    /// the parentheses around it, which a rewrite keeps: `*(x := y)` parses, `*x := y` not).
+    pub(super) fn value_at(&self, e: &'a Expr, range: TextRange) -> Value<'a> {
+        let mut v = self.value(e);
+        if range != e.range() {
+            v.text = self.text(range);
+            v.atomic = true;
+        }
+        v
     }
 
     pub(super) fn value(&self, e: &'a Expr) -> Value<'a> {

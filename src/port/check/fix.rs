@@ -5,7 +5,7 @@
 use ruff_python_ast::{AnyNodeRef, Expr};
 use ruff_text_size::{Ranged, TextRange, TextSize};
 
-use super::args::{arg_items, delete_item};
+use super::args::delete_item;
 use super::bind::Bound;
 use super::{Checker, Match};
 use crate::port::diagnostic::Diagnostic;
@@ -56,6 +56,29 @@ impl<'a> Checker<'a> {
                 },
                 Err(note) => d.note = Some(note),
             }
+        }
+        // A fix that drops a keyword must see its value: `mode=args.mode` may be what the
+        // program asks for on every machine (or None, which would make the removal harmless).
+        if let (Some(Action::Remove(RemoveKind::Keyword)), Some(kw)) = (&rule.action, m.keyword)
+            && d.fix
+                .as_ref()
+                .is_some_and(|f| f.applicability == FixClass::Safe)
+            && !is_literal(&kw.value)
+        {
+            let name = kw.arg.as_ref().map(|a| a.as_str()).unwrap_or("**");
+            d.make_unsafe(&format!(
+                "not proven safe: the fix drops `{name}=`, whose value `{}` is not written here: it may be None (nothing lost) or what the program asks for on every machine; check it, then apply with --unsafe-fixes",
+                self.text(kw.value.range())
+            ));
+        }
+        // `safe_after`: the fix is right only after a call the program makes first (group.rs).
+        if !rule.safe_after.is_empty()
+            && d.fix
+                .as_ref()
+                .is_some_and(|f| f.applicability == FixClass::Safe)
+            && let Some(why) = self.not_after(rule, m.range.start())
+        {
+            d.make_unsafe(&why);
         }
         Some(self.finalize(d))
     }
@@ -195,7 +218,7 @@ impl<'a> Checker<'a> {
             Action::Remove(RemoveKind::Keyword) => {
                 let call = m.call.ok_or("not a call")?;
                 let kw = m.keyword.ok_or("no keyword")?;
-                let items = arg_items(call);
+                let items = self.arg_items(call);
                 let idx = items
                     .iter()
                     .position(|r| *r == kw.range())
@@ -330,4 +353,19 @@ fn in_loop(ancestors: &[AnyNodeRef<'_>]) -> bool {
         }
     }
     false
+}
+
+/// A value written as a literal (a string, f-string, number, `True`/`False`, `None`): what a
+/// dropped argument was is visible in the source.
+fn is_literal(e: &Expr) -> bool {
+    matches!(
+        e,
+        Expr::StringLiteral(_)
+            | Expr::BytesLiteral(_)
+            | Expr::FString(_)
+            | Expr::NumberLiteral(_)
+            | Expr::BooleanLiteral(_)
+            | Expr::NoneLiteral(_)
+            | Expr::EllipsisLiteral(_)
+    )
 }

@@ -21,8 +21,10 @@
 //! test and the code it selects are ported together or not at all), `library.rs` (CUDA
 //! settings, backend comparisons and CUDA checks in library modules), `runtimes.rs` (devices
 //! of modules that drive ONNX Runtime, ExecuTorch and the like), `params.rs` (test parameters
-//! fed by values computed elsewhere) and `comments.rs` (code a
-//! comment ties to CUDA or NCCL).
+//! fed by values computed elsewhere), `comments.rs` (code a
+//! comment ties to CUDA or NCCL), `group.rs` (a fix that needs a call made first, such as a
+//! barrier's process group, on every path of the program to it) and `own.rs` (attributes the program defines itself, such as a
+//! class's own `self.is_cuda`, are not PyTorch's).
 
 mod args;
 mod assign;
@@ -33,11 +35,13 @@ mod cuda_only;
 mod fix;
 mod flow;
 mod foreign;
+mod group;
 mod guard;
 mod library;
 mod lints;
 mod named;
 mod names;
+mod own;
 mod params;
 mod probe;
 mod remove;
@@ -77,6 +81,8 @@ pub struct Checker<'a> {
     import_names: rustc_hash::FxHashSet<&'a str>,
     /// The module's CUDA-only functions, found once when a guard first asks (`guard.rs`).
     cuda_defs: OnceCell<HashMap<String, String>>,
+    /// The attribute names of attribute rules that the program defines itself (`own.rs`).
+    own_attributes: OnceCell<HashMap<String, own::OwnAttribute>>,
 }
 
 /// Run the rules over one parsed module. `facts` describe the file as the user gave it (not
@@ -103,6 +109,7 @@ pub fn check(
         fallbacks: vec![],
         import_names: sem.import_names(),
         cuda_defs: OnceCell::new(),
+        own_attributes: OnceCell::new(),
     };
     for stmt in &parsed.module.body {
         c.visit_stmt(stmt);

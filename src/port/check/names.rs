@@ -188,6 +188,10 @@ impl<'a> Checker<'a> {
         if self.sem.root_is_import(&attr.value) {
             return;
         }
+        // `self.is_cuda` of a class that sets it itself is the program's, not PyTorch's.
+        if self.own_attribute(attr.attr.as_str(), &attr.value) {
+            return;
+        }
         if let Some(i) = self.first_for_receiver(ids, &attr.value) {
             self.emit(Match {
                 rule: i,

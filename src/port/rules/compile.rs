@@ -266,6 +266,7 @@ pub(super) fn compile_rule(
     check_qualified(&def.only_if_uses)?;
     check_qualified(&def.not_if_uses)?;
     check_qualified(&def.remove_after)?;
+    check_qualified(&def.safe_after)?;
     Ok(Rule {
         id: def.id,
         family: family.to_string(),
@@ -288,6 +289,7 @@ pub(super) fn compile_rule(
         only_if_uses: def.only_if_uses,
         not_if_uses: def.not_if_uses,
         remove_after: def.remove_after,
+        safe_after: def.safe_after,
         needles,
         origin: origin.to_string(),
         line,

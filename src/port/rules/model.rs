@@ -230,6 +230,9 @@ pub struct Rule {
     /// Where the statement next to it calls one of these with the same arguments, the fix
     /// removes the statement (safe): the call is a duplicate.
     pub remove_after: Vec<String>,
+    /// The fix is safe only where every path of the program to the finding first calls one of
+    /// these (same function, module level, or each caller in the file: `check/group.rs`).
+    pub safe_after: Vec<String>,
     /// Substrings that must all occur in a file for this rule to possibly fire (ASCII
     /// case-insensitive; `a|b` = either); empty = always check.
     pub needles: Vec<String>,
@@ -277,6 +280,12 @@ impl Rule {
             out.push(format!(
                 "unsafe in files that use {}{unless}",
                 self.unsafe_if_uses.join(", ")
+            ));
+        }
+        if !self.safe_after.is_empty() {
+            out.push(format!(
+                "safe only where every path of the program to it calls {} first (in the same function, at module level, or in each of the file's calls of that function); unsafe elsewhere, library modules included",
+                self.safe_after.join(", ")
             ));
         }
         if !self.remove_after.is_empty() {

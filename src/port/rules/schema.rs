@@ -140,6 +140,10 @@ pub(super) struct RuleDef {
     /// these with the same arguments (`torch.manual_seed(s)` next to a CUDA seed).
     #[serde(default)]
     pub(super) remove_after: Vec<String>,
+    /// The fix is safe only where the program calls one of these first, on every path to the
+    /// finding (`torch.distributed.barrier()` needs `init_process_group`); elsewhere it is unsafe.
+    #[serde(default)]
+    pub(super) safe_after: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
