@@ -60,7 +60,7 @@ use std::collections::BTreeMap;
 pub use diagnostic::Diagnostic;
 pub use explain::explain;
 pub use index::RuleIndex;
-pub use rules::{FixClass, RuleSet};
+pub use rules::{FixClass, RuleSet, Target};
 
 use semantic::Semantic;
 
@@ -75,6 +75,8 @@ const MAX_ROUNDS: usize = 16;
 pub struct Settings {
     /// Apply fixes of class `unsafe` too.
     pub unsafe_fixes: bool,
+    /// Which machine the fixes write for: portable forms (the default) or TorchTPU literals.
+    pub to: Target,
 }
 
 impl Settings {
@@ -239,7 +241,16 @@ pub fn migrate_chosen(
     if let Some(noqa::Codes::Some(codes)) = &exempt {
         facts.ignored_rules = codes.iter().map(|c| c.to_string()).collect();
     }
-    let diagnostics = check::check(source, &parsed, &sem, rules, index, &active, &facts);
+    let diagnostics = check::check(
+        source,
+        &parsed,
+        &sem,
+        rules,
+        index,
+        &active,
+        &facts,
+        settings.to,
+    );
     let mut out = Outcome {
         syntax_errors: parsed.errors.clone(),
         ..Outcome::default()
@@ -306,7 +317,16 @@ pub fn migrate_chosen(
         let parsed = parse::parse(&new);
         let sem = Semantic::build(&parsed.module);
         let active = index.active(&new);
-        let next = check::check(&new, &parsed, &sem, rules, index, &active, &facts);
+        let next = check::check(
+            &new,
+            &parsed,
+            &sem,
+            rules,
+            index,
+            &active,
+            &facts,
+            settings.to,
+        );
         let not_fixed = diags
             .iter()
             .enumerate()
@@ -396,7 +416,16 @@ pub fn migrate_chosen(
     } else {
         let sem = Semantic::build(&final_parse.module);
         let active = index.active(&text);
-        check::check(&text, &final_parse, &sem, rules, index, &active, &facts)
+        check::check(
+            &text,
+            &final_parse,
+            &sem,
+            rules,
+            index,
+            &active,
+            &facts,
+            settings.to,
+        )
     };
     if out.internal_error.is_none() {
         tally.step(&diags, &left);

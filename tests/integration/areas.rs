@@ -34,7 +34,10 @@ fn snapshot_for(path: &Path) -> String {
         );
     }
     for unsafe_fixes in [false, true] {
-        let settings = Settings { unsafe_fixes };
+        let settings = Settings {
+            unsafe_fixes,
+            to: tpuport::port::Target::Tpu,
+        };
         let out = migrate_source(&source, &rules, &index, settings);
         assert!(
             out.internal_error.is_none(),

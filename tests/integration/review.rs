@@ -26,7 +26,10 @@ fn options(paths: Vec<PathBuf>, unsafe_fixes: bool) -> Options {
         paths,
         mode: Mode::Write,
         format: Format::Text,
-        settings: Settings { unsafe_fixes },
+        settings: Settings {
+            unsafe_fixes,
+            to: tpuport::port::Target::Tpu,
+        },
         no_ignore: false,
         max_file_size: 8_000_000,
         quiet: false,
@@ -107,7 +110,10 @@ fn every_fixture_accepted_whole_is_the_plain_migration() {
             }
             let src = std::fs::read_to_string(&p).unwrap();
             for unsafe_fixes in [false, true] {
-                let s = Settings { unsafe_fixes };
+                let s = Settings {
+                    unsafe_fixes,
+                    to: tpuport::port::Target::Tpu,
+                };
                 let plain = migrate_source_at(&src, Some(&p), &rules, &index, s);
                 let all = Choices::all(plain.diagnostics.len());
                 let (chosen, _) = migrate_chosen(&src, Some(&p), &rules, &index, s, Some(&all));

@@ -49,9 +49,8 @@ static TYING_IMPORT: LazyLock<Regex> = LazyLock::new(|| {
 
 /// A project module imported at top level (`from model import GPT`, `from .layers import x`,
 /// `import model`).
-static IMPORTED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?m)^(?:from (\.*)([\w.]*) import |import ([\w.]+))").unwrap()
-});
+static IMPORTED: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?m)^(?:from (\.*)([\w.]*) import |import ([\w.]+))").unwrap());
 
 /// The statement already in the port (a second run changes nothing).
 pub const SWAP: &str = "set_swap_module_params_on_conversion";
@@ -91,6 +90,7 @@ impl Checker<'_> {
             applicability: FixClass::Safe,
             imports: vec!["torch".into()],
             exclusive: None,
+            why_unsafe: None,
         };
         vec![Found {
             range: first_move,
@@ -230,7 +230,10 @@ mod tests {
         assert_eq!(port(&format!("{tie}\nm = M().to('cuda')\n"), None), None);
         // A program that never moves a module: nothing.
         assert_eq!(
-            port(&format!("{tie}\nif __name__ == '__main__':\n    m = M()\n"), None),
+            port(
+                &format!("{tie}\nif __name__ == '__main__':\n    m = M()\n"),
+                None
+            ),
             None
         );
         // A program that moves but ties nothing: nothing.
@@ -249,7 +252,10 @@ mod tests {
             let src = format!(
                 "import torch\n{import}\n\nif __name__ == '__main__':\n    m = load().to('cuda')\n"
             );
-            assert!(port(&src, None).is_some_and(|o| o.contains(super::SWAP)), "{import}");
+            assert!(
+                port(&src, None).is_some_and(|o| o.contains(super::SWAP)),
+                "{import}"
+            );
         }
     }
 }

@@ -108,8 +108,16 @@ fn demote(
 }
 
 /// Apply the module comment's rules to `diags` (all findings of the module) until nothing
-/// changes.
-pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut [Diagnostic]) {
+/// changes. With `portable` (`--to portable`), a device, stream or autocast in code that a test
+/// still asking about CUDA selects keeps its fix: the portable form is CUDA's own on a CUDA
+/// machine, and that code does not run on a TPU (the test sends the TPU elsewhere).
+pub(super) fn keep_together(
+    src: &str,
+    rules: &RuleSet,
+    g: &Guards,
+    diags: &mut [Diagnostic],
+    portable: bool,
+) {
     let family = |d: &Diagnostic| rules.rules[d.rule].family.as_str();
     let ported = |d: &Diagnostic| matches!(family(d), "CUD" | "DEV" | "DST");
     // Where the CUD/DEV/DST findings are (blanked out when a test is searched for another
@@ -177,7 +185,7 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
         demote(diags, &in_tests, true, &note);
     }
     // A chain with a TPU (or PyTorch/XLA) branch: its other branches are for other devices.
-    for chain in &g.chains {
+    for chain in g.chains.iter().filter(|_| !portable) {
         let tests: Vec<TextRange> = chain.iter().filter_map(|c| c.test).collect();
         let Some(tpu) = naming(&TPU_BRANCH, src, &tests, &findings) else {
             continue;
@@ -281,7 +289,9 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
                 }
             }
             for (l, safe_only) in [(test_left, false), (left(diags, guard.test, true), true)] {
-                let Some(l) = l else { continue };
+                let Some(l) = l.filter(|_| !portable) else {
+                    continue;
+                };
                 let in_arms = |d: &Diagnostic| {
                     d.fix.is_some()
                         && matches!(family(d), "DEV" | "STM" | "AMP")
@@ -318,7 +328,7 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
         })
         .flatten()
         .collect();
-    for (name, body) in &g.helpers {
+    for (name, body) in g.helpers.iter().filter(|_| !portable) {
         let calls: Vec<TextRange> = g.calls[name]
             .iter()
             .copied()
