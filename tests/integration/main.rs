@@ -14,6 +14,7 @@ mod examples;
 mod fixtures;
 mod notebook;
 mod packaging;
+mod portable;
 mod ranks;
 mod report;
 mod review;
