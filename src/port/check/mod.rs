@@ -30,6 +30,7 @@ mod bind;
 mod called;
 mod comments;
 mod cuda_only;
+mod extend;
 mod fix;
 mod flow;
 mod foreign;
@@ -82,7 +83,7 @@ pub struct Checker<'a> {
     target: Target,
     /// Fixes that extend a CUDA test to the TPU, with the code the test selects
     /// (`portable.rs`): kept off in `finish` where that code is not right on a TPU.
-    extensions: Vec<portable::Extension>,
+    extensions: Vec<extend::Extension>,
 }
 
 /// Run the rules over one parsed module. `facts` describe the file as the user gave it (not

@@ -14,40 +14,21 @@
 //! - a comparison (`== "cuda"`, `in ("cuda",)`, `dist.get_backend() == "nccl"`): extended to the
 //!   TPU (`in ("cuda", "tpu")`), never replaced, and only where the code it selects is right on
 //!   a TPU: a float16 GradScaler or autocast that no fix moves, CUDA streams, graphs or Triton
-//!   there keep the comparison CUDA's, with a note ([`Checker::keep_unported_extensions`]).
+//!   there keep the comparison CUDA's, with a note (`extend.rs`).
 
-use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor};
 use ruff_python_ast::{self as ast, AnyNodeRef, CmpOp, Expr};
 use ruff_text_size::{Ranged, TextRange};
 
 use super::Checker;
-use super::cuda_only::cuda_only_name;
-use super::strings::StringSite;
-use crate::port::diagnostic::Diagnostic;
-use crate::port::edit::{Edit, Fix};
-use crate::port::rules::{Action, FixClass, Matcher, Portable, Rule, StringForm};
+use super::strings::{Form, StringSite};
+use crate::port::edit::Edit;
+use crate::port::rules::{Portable, Rule, StringForm};
 use crate::port::template;
 
 /// The current accelerator, as a device.
 const ACCELERATOR: &str = "torch.accelerator.current_accelerator()";
 /// Its default process-group backend.
 const DEFAULT_BACKEND: &str = "torch.distributed.get_default_backend_for_device";
-
-/// A fix that extends a CUDA test to the TPU, and the code the test selects.
-pub(super) struct Extension {
-    /// The finding's range.
-    pub(super) finding: TextRange,
-    pub(super) selects: Vec<TextRange>,
-}
-
-/// The portable rewrite of one string.
-pub(super) enum Form {
-    Fix(Fix),
-    /// No fix, with the reason.
-    Kept(String),
-    /// Already portable (a comparison that names the TPU too): no finding.
-    Done,
-}
 
 /// A literal tuple, list or set.
 #[derive(Clone, Copy)]
@@ -62,6 +43,8 @@ struct Collection<'a> {
 enum Place<'a> {
     /// `x == "cuda"` (`!=`), the string on one side.
     Equal(&'a ast::ExprCompare),
+    /// `"cuda" in name` (`not in`), a substring test of a name or attribute.
+    Substring(&'a ast::ExprCompare),
     /// `x in ("cuda", "mps")` (`not in`), the string an element of the collection.
     Member(Collection<'a>),
     /// `self.assertEqual(x, "cuda")` (`assertNotEqual`), the string one of the two values.
@@ -84,6 +67,13 @@ impl<'a> Checker<'a> {
         let edits = match place {
             Place::Unextendable(why) => return Form::Kept(why.to_string()),
             Place::Asserted(c) => match self.extend_assert(rule, site, c) {
+                Ok(e) => {
+                    self.remember_extension(&at, c.range(), site.range);
+                    e
+                }
+                Err(why) => return Form::Kept(why),
+            },
+            Place::Substring(c) => match self.extend_substring(rule, site, c, &at) {
                 Ok(e) => {
                     self.remember_extension(&at, c.range(), site.range);
                     e
@@ -246,89 +236,6 @@ impl<'a> Checker<'a> {
         Form::Fix(self.make_fix(rule, vec![edit], imports, None))
     }
 
-    /// `x == "cuda"` → `x in ("cuda", "tpu")`.
-    fn extend_equal(
-        &self,
-        rule: &Rule,
-        site: &StringSite,
-        c: &ast::ExprCompare,
-    ) -> Result<Vec<Edit>, String> {
-        let twin = self.twin(rule, site).ok_or(
-            "the TPU's name for this string cannot be built mechanically: extend the comparison by hand",
-        )?;
-        let other = if c.left.range() == site.form_range {
-            &c.comparators[0]
-        } else {
-            &c.left
-        };
-        let op = match c.ops[0] {
-            CmpOp::Eq => "in",
-            _ => "not in",
-        };
-        Ok(vec![Edit::replace(
-            c.range(),
-            format!(
-                "{} {op} ({}, {twin})",
-                self.text(other.range()),
-                self.text(site.form_range)
-            ),
-        )])
-    }
-
-    /// `self.assertEqual(x, "cuda")` → `self.assertIn(x, ("cuda", "tpu"))`.
-    fn extend_assert(
-        &self,
-        rule: &Rule,
-        site: &StringSite,
-        c: &ast::ExprCall,
-    ) -> Result<Vec<Edit>, String> {
-        let twin = self.twin(rule, site).ok_or(
-            "the TPU's name for this string cannot be built mechanically: extend the assertion by hand",
-        )?;
-        let Expr::Attribute(a) = c.func.as_ref() else {
-            return Err("not a method call".into());
-        };
-        let [first, second] = &c.arguments.args[..] else {
-            return Err("not two values".into());
-        };
-        let other = if first.range() == site.form_range {
-            second
-        } else {
-            first
-        };
-        let method = match a.attr.as_str() {
-            "assertEqual" => "assertIn",
-            _ => "assertNotIn",
-        };
-        Ok(vec![
-            Edit::replace(a.attr.range(), method),
-            Edit::replace(
-                TextRange::new(first.start(), second.end()),
-                format!(
-                    "{}, ({}, {twin})",
-                    self.text(other.range()),
-                    self.text(site.form_range)
-                ),
-            ),
-        ])
-    }
-
-    /// The TPU's twin of the string, quoted as it is (`"tpu"` for `"cuda"`, `'tpu_dist'` for
-    /// `'nccl'`): the literal fix's rewrite of its text.
-    fn twin(&self, rule: &Rule, site: &StringSite) -> Option<String> {
-        let (Some(Action::String(replacement)), Matcher::String { regex, .. }) =
-            (&rule.literal.action, &rule.matcher)
-        else {
-            return None;
-        };
-        if site.form != StringForm::Plain {
-            return None;
-        }
-        let new = regex.replace(&site.static_text, replacement.as_str());
-        let quote = quote_of(self.text(site.range));
-        (!new.contains(['\\', quote, '\n'])).then(|| format!("{quote}{new}{quote}"))
-    }
-
     /// Where the string at `range` (ancestors `at`) sits.
     fn place(&self, at: &[AnyNodeRef<'a>], range: TextRange) -> Place<'a> {
         let mut child = range;
@@ -363,6 +270,11 @@ impl<'a> Checker<'a> {
                     return match (c.ops[0], collection, right) {
                         (CmpOp::In | CmpOp::NotIn, Some(coll), true) => Place::Member(coll),
                         (CmpOp::Eq | CmpOp::NotEq, None, _) => Place::Equal(c),
+                        (CmpOp::In | CmpOp::NotIn, None, false)
+                            if matches!(c.comparators[0], Expr::Name(_) | Expr::Attribute(_)) =>
+                        {
+                            Place::Substring(c)
+                        }
                         (CmpOp::In | CmpOp::NotIn, None, false) => Place::Unextendable(
                             "a substring test (`\"cuda\" in name`): extend it by hand (`or \"tpu\" in name`)",
                         ),
@@ -429,114 +341,15 @@ impl<'a> Checker<'a> {
             _ => Place::Text,
         }
     }
-
-    /// Note the code a test selects, for [`Checker::keep_unported_extensions`].
-    pub(super) fn remember_extension(
-        &mut self,
-        at: &[AnyNodeRef<'a>],
-        test: TextRange,
-        finding: TextRange,
-    ) {
-        let selects = self.selected_by(at, test);
-        self.extensions.push(Extension { finding, selects });
-    }
-
-    /// The code the test at `test` (ancestors `at`) selects: the `if`/`while` it is the test of
-    /// (both branches), a conditional expression's branches, the statements that read the name
-    /// it is assigned to, or the statement it sits in.
-    fn selected_by(&self, at: &[AnyNodeRef<'a>], test: TextRange) -> Vec<TextRange> {
-        let mut child = test;
-        for (i, anc) in at.iter().enumerate().rev() {
-            if anc.range() == test {
-                continue;
-            }
-            match anc {
-                AnyNodeRef::ExprBoolOp(_)
-                | AnyNodeRef::ExprUnaryOp(_)
-                | AnyNodeRef::ExprCompare(_) => child = anc.range(),
-                AnyNodeRef::ExprIf(e) if e.test.range().contains_range(child) => {
-                    return vec![e.body.range(), e.orelse.range()];
-                }
-                AnyNodeRef::StmtAssign(_) => {
-                    let uses = self.uses_of_assigned(&at[..=i], child, true);
-                    let mut out: Vec<TextRange> = uses
-                        .iter()
-                        .filter_map(|(anc, _)| {
-                            anc.iter()
-                                .rev()
-                                .find(|n| n.as_stmt_ref().is_some())
-                                .map(|n| n.range())
-                        })
-                        .collect();
-                    out.push(anc.range());
-                    return out;
-                }
-                n if n.as_stmt_ref().is_some() => return vec![n.range()],
-                _ => child = anc.range(),
-            }
-        }
-        vec![test]
-    }
-
-    /// Take the fix off an extension (or make it unsafe) where the code its test selects is not
-    /// right on a TPU: a GradScaler or float16 autocast that no safe fix moves to the
-    /// accelerator, or CUDA-only code (streams, graphs, Triton).
-    pub(super) fn keep_unported_extensions(&self, diags: &mut [Diagnostic]) {
-        if self.extensions.is_empty() {
-            return;
-        }
-        let mut scan = Blockers {
-            checker: self,
-            found: vec![],
-        };
-        for stmt in &self.parsed.module.body {
-            scan.visit_stmt(stmt);
-        }
-        let amp: Vec<(TextRange, FixClass)> = diags
-            .iter()
-            .filter(|d| self.rule(d.rule).family == "AMP")
-            .filter_map(|d| d.fix.as_ref().map(|f| (d.range, f.applicability)))
-            .collect();
-        for ext in &self.extensions {
-            let Some(d) = diags.iter_mut().find(|d| d.range == ext.finding) else {
-                continue;
-            };
-            if d.fix.is_none() {
-                continue;
-            }
-            let inside = scan
-                .found
-                .iter()
-                .filter(|(r, _)| ext.selects.iter().any(|s| s.contains_range(*r)));
-            for (r, what) in inside {
-                let moved = amp
-                    .iter()
-                    .find(|(a, _)| a.contains_range(*r) || r.contains_range(*a));
-                let line = self.src[..r.start().to_usize()].matches('\n').count() + 1;
-                match moved {
-                    Some((_, FixClass::Safe)) => continue,
-                    Some(_) => {
-                        d.make_unsafe(&format!(
-                            "unsafe: the code this test selects has {what} (line {line}), whose fix is unsafe: they go together"
-                        ));
-                    }
-                    None => d.keep(format!(
-                        "not extended to the TPU: the code this test selects has {what} (line {line}), which is not right on a TPU; the comparison stays CUDA's"
-                    )),
-                }
-                break;
-            }
-        }
-    }
 }
 
 /// Does the collection element name the TPU (`"tpu"`, `"tpu:0"`, `"tpu_dist"`)?
-fn names_tpu(e: &Expr) -> bool {
+pub(super) fn names_tpu(e: &Expr) -> bool {
     matches!(e, Expr::StringLiteral(s) if s.value.to_str().starts_with("tpu"))
 }
 
 /// The quote character of a string literal's source.
-fn quote_of(src: &str) -> char {
+pub(super) fn quote_of(src: &str) -> char {
     src.chars()
         .rev()
         .find(|c| *c == '"' || *c == '\'')
@@ -583,65 +396,4 @@ fn cuda_pieces(text: &str, backend: bool) -> Vec<Piece> {
         out.push(Piece::Text(plain));
     }
     out
-}
-
-/// The code that is not right on a TPU, where an extension would send it there.
-struct Blockers<'c, 'a> {
-    checker: &'c Checker<'a>,
-    found: Vec<(TextRange, String)>,
-}
-
-impl<'a> SourceOrderVisitor<'a> for Blockers<'_, '_> {
-    fn visit_expr(&mut self, expr: &'a Expr) {
-        match expr {
-            Expr::Call(c) => {
-                let q = self.checker.sem.qualified_name(&c.func);
-                let last = match c.func.as_ref() {
-                    Expr::Attribute(a) => a.attr.as_str(),
-                    Expr::Name(n) => n.id.as_str(),
-                    _ => "",
-                };
-                let dtype = c
-                    .arguments
-                    .find_keyword("dtype")
-                    .map(|k| self.checker.text(k.value.range()));
-                let half = dtype.is_some_and(|t| t.ends_with("float16") || t.ends_with(".half"));
-                if last == "GradScaler" {
-                    self.found.push((
-                        c.range(),
-                        "a float16 GradScaler (no TorchTPU kernels)".into(),
-                    ));
-                } else if last == "autocast"
-                    && (half
-                        || q.as_deref()
-                            .is_some_and(|q| q.starts_with("torch.cuda.amp"))
-                            && dtype.is_none())
-                {
-                    self.found.push((
-                        c.range(),
-                        "a float16 autocast (a TPU computes mixed precision in bfloat16)".into(),
-                    ));
-                }
-            }
-            Expr::Attribute(_) | Expr::Name(_) => {
-                if let Some(what) = self
-                    .checker
-                    .sem
-                    .qualified_name(expr)
-                    .and_then(|q| cuda_only_name(&q).or_else(|| cuda_stream(&q)))
-                {
-                    self.found.push((expr.range(), what));
-                    return;
-                }
-            }
-            _ => {}
-        }
-        source_order::walk_expr(self, expr);
-    }
-}
-
-/// CUDA side streams: one implicit stream on a TPU.
-fn cuda_stream(q: &str) -> Option<String> {
-    matches!(q, "torch.cuda.Stream" | "torch.cuda.stream")
-        .then(|| format!("`{q}` (CUDA side streams; a TPU has one implicit stream)"))
 }

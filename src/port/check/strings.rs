@@ -5,11 +5,19 @@ use ruff_python_ast::{self as ast, AnyNodeRef, StringFlags};
 use ruff_text_size::{Ranged, TextRange, TextSize};
 
 use super::Checker;
-use super::portable::Form;
 use super::roles::Role;
 use crate::port::diagnostic::Diagnostic;
-use crate::port::edit::Edit;
+use crate::port::edit::{Edit, Fix};
 use crate::port::rules::{Action, Matcher, Portable, RemoveKind, StringForm, Target};
+
+/// The portable rewrite of one string.
+pub(super) enum Form {
+    Fix(Fix),
+    /// No fix, with the reason.
+    Kept(String),
+    /// Already portable (a comparison that names the TPU too): no finding.
+    Done,
+}
 
 /// A string literal or f-string, with what a rewrite of its static text needs.
 pub(super) struct StringSite {

@@ -29,7 +29,7 @@ complete -c tpuport -n "__fish_tpuport_needs_command" -s V -l version -d 'Print 
 complete -c tpuport -n "__fish_tpuport_needs_command" -f -a "migrate" -d 'Rewrite CUDA/NCCL code for TorchTPU; report what cannot be rewritten mechanically'
 complete -c tpuport -n "__fish_tpuport_needs_command" -f -a "rule" -d 'Explain a rule (its message, advice, fix class and example), or list them all'
 complete -c tpuport -n "__fish_tpuport_needs_command" -f -a "test-rules" -d 'Check your own rule files against their fixtures: every rule in DIR/*.toml flags its fixture (DIR/tests/ID.py), leaves the near misses after its `# OK` line alone, migrates it to code that parses, idempotently, and to DIR/tests/ID.fixed.py where that exists'
-complete -c tpuport -n "__fish_tpuport_needs_command" -f -a "run" -d 'Run a script under TorchTPU (or the sim/host target) and stream what happens in it'
+complete -c tpuport -n "__fish_tpuport_needs_command" -f -a "run" -d 'Run a script under TorchTPU (a TPU, or TorchTPU itself on XLA:CPU; else the sim or the host) and stream what happens in it'
 complete -c tpuport -n "__fish_tpuport_needs_command" -f -a "top" -d 'Show the live dashboard for an events file (or a folder of per-rank files) written by a job started elsewhere, following it as it grows'
 complete -c tpuport -n "__fish_tpuport_needs_command" -f -a "report" -d 'Render charts (SVG and PNG) and a Markdown summary from one events file, or two to compare (A/B, e.g. strict vs defer-fuse)'
 complete -c tpuport -n "__fish_tpuport_needs_command" -f -a "numerics" -d 'Will the TPU\'s numbers match? Run a script\'s first steps in float32 and with TPU matmul precision emulated (sim target), and compare the loss per step and the parameters'
@@ -39,6 +39,8 @@ complete -c tpuport -n "__fish_tpuport_needs_command" -f -a "tune" -d 'Which Tor
 complete -c tpuport -n "__fish_tpuport_needs_command" -f -a "completions" -d 'Print a shell completion script: `tpuport completions bash > ~/.local/share/bash-completion/completions/tpuport` (zsh: a file `_tpuport` on $fpath; fish: ~/.config/fish/completions/tpuport.fish)'
 complete -c tpuport -n "__fish_tpuport_needs_command" -f -a "man" -d 'Write the man pages (tpuport.1 and one per command, tpuport-migrate.1, ...) into a folder'
 complete -c tpuport -n "__fish_tpuport_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l to -d 'Which machine the fixes write for. `portable` (the default): the program keeps doing what it did on its CUDA machine and is right on a TPU too (`torch.accelerator. current_accelerator()`, the accelerator\'s default backend, comparisons extended to the TPU). `tpu`: TorchTPU\'s literal names (`"tpu"`, `"tpu_dist"`, `.to("tpu")`), for code that leaves CUDA behind' -r -f -a "portable\t''
+tpu\t''"
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l config -d 'The configuration file (`pyproject.toml` with `[tool.tpuport]`, or `tpuport.toml`) instead of the one found above the first path' -r -F
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l select -d 'Only run these rules: ids or prefixes, comma separated (e.g. `DEV,CUD004`)' -r
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l ignore -d 'Skip these rules: ids or prefixes, comma separated' -r
@@ -68,10 +70,11 @@ complete -c tpuport -n "__fish_tpuport_using_subcommand rule" -s h -l help -d 'P
 complete -c tpuport -n "__fish_tpuport_using_subcommand test-rules" -l update -d 'Write each fixture\'s safe migration to ID.fixed.py (review the diff, then commit it)'
 complete -c tpuport -n "__fish_tpuport_using_subcommand test-rules" -s h -l help -d 'Print help'
 complete -c tpuport -n "__fish_tpuport_using_subcommand run" -s m -l module -d 'Run a module as `python -m NAME` does (e.g. `-m torch.tpu.distributed` on the sim target); every positional argument goes to it' -r
-complete -c tpuport -n "__fish_tpuport_using_subcommand run" -l target -d 'Where to run: a real TPU, the simulated TPU on this machine, or the host as written' -r -f -a "auto\t'A TPU if one is attached (PCI/VFIO), else the sim target'
-tpu\t''
-sim\t''
-host\t''"
+complete -c tpuport -n "__fish_tpuport_using_subcommand run" -l target -d 'Where to run: a real TPU; TorchTPU itself on this CPU (xla-cpu); the sim; or the host as written. auto: a TPU if attached, else xla-cpu where installed, else the sim (the run says which and why)' -r -f -a "auto\t'A TPU if one is attached (PCI/VFIO), else xla-cpu where it is installed and serves the environment (Linux x86_64, torch 2.11–2.15), else the sim'
+tpu\t'A real TPU, with the TorchTPU installed in the script\'s environment'
+xla-cpu\t'TorchTPU 0.2.0 itself, run on this CPU: its device, op coverage, errors, compiler and compile cache, through a CPU PJRT plugin in libtpu\'s place (scripts/bootstrap-xla-cpu installs it). One process; no TPU kernels (Mosaic), no TPU speed'
+sim\t'A Python emulation of TorchTPU over the host (any OS, any torch): "tpu" maps to the host'
+host\t'The script as written, on this machine'"
 complete -c tpuport -n "__fish_tpuport_using_subcommand run" -l mode -d 'TorchTPU eager mode: strict (op by op, async), debug (synchronous), defer-fuse (fused)' -r -f -a "strict\t''
 debug\t''
 defer-fuse\t''"
@@ -104,6 +107,7 @@ complete -c tpuport -n "__fish_tpuport_using_subcommand run" -l cpu-fallback -d 
 complete -c tpuport -n "__fish_tpuport_using_subcommand run" -l cuda-on-cpu -d 'host: where torch sees no CUDA, run the script\'s CUDA devices (`"cuda"`, `.cuda()`, `torch.cuda.*`, autocast, GradScaler, NCCL) on the CPU, so a CUDA script runs as written'
 complete -c tpuport -n "__fish_tpuport_using_subcommand run" -l watch -d 'Run the script again whenever it or a Python file in its folder changes (a change while it runs stops it first); the dashboard restarts in place. Leave the dashboard, or Ctrl-C, to stop watching'
 complete -c tpuport -n "__fish_tpuport_using_subcommand run" -l no-breakdown -d 'Do not time each step\'s phases (data, forward, backward, optimizer, host syncs): the module, autograd, optimizer and DataLoader hooks that measure them stay out'
+complete -c tpuport -n "__fish_tpuport_using_subcommand run" -l losses -d 'Record each step\'s loss (the scalar tensor `.backward()` is called on) in the step events, with torch, random and numpy seeded 0 before the script: runs on two targets then compare step by step (what `check` and `numerics` do; bench/realcode.sh uses it)'
 complete -c tpuport -n "__fish_tpuport_using_subcommand run" -l no-tui -d 'No dashboard: one line per step and a summary at the end'
 complete -c tpuport -n "__fish_tpuport_using_subcommand run" -l subprocess -d 'Run the agent as `python -m tpuport_agent` even where CPython could be embedded'
 complete -c tpuport -n "__fish_tpuport_using_subcommand run" -l strict-hbm -d 'sim: raise torch.OutOfMemoryError when the tensors live on the simulated TPU pass its HBM (implies --hbm-track full)'
@@ -120,14 +124,24 @@ v5e\t''
 v5p\t''
 v6e\t''
 v7x\t''"
+complete -c tpuport -n "__fish_tpuport_using_subcommand numerics" -l target -d 'Where both runs go: auto (xla-cpu where installed, else the sim), xla-cpu or sim' -r -f -a "auto\t'A TPU if one is attached (PCI/VFIO), else xla-cpu where it is installed and serves the environment (Linux x86_64, torch 2.11–2.15), else the sim'
+tpu\t'A real TPU, with the TorchTPU installed in the script\'s environment'
+xla-cpu\t'TorchTPU 0.2.0 itself, run on this CPU: its device, op coverage, errors, compiler and compile cache, through a CPU PJRT plugin in libtpu\'s place (scripts/bootstrap-xla-cpu installs it). One process; no TPU kernels (Mosaic), no TPU speed'
+sim\t'A Python emulation of TorchTPU over the host (any OS, any torch): "tpu" maps to the host'
+host\t'The script as written, on this machine'"
 complete -c tpuport -n "__fish_tpuport_using_subcommand numerics" -l python -d 'Python interpreter or venv (default: $VIRTUAL_ENV, else the project venv, else python3)' -r -F
-complete -c tpuport -n "__fish_tpuport_using_subcommand numerics" -s h -l help -d 'Print help'
+complete -c tpuport -n "__fish_tpuport_using_subcommand numerics" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c tpuport -n "__fish_tpuport_using_subcommand check" -s o -l output -d 'Report folder: report.md, report.html, report.json, charts, the port\'s diff, both events files and the copies (default: the terminal summary only)' -r -F
 complete -c tpuport -n "__fish_tpuport_using_subcommand check" -l steps -d 'Training steps in each run' -r
 complete -c tpuport -n "__fish_tpuport_using_subcommand check" -l rtol -d 'Relative tolerance at which the port\'s losses and layer outputs count as parting from the original\'s (TPU default precision is bf16-class: about 1e-3 per layer)' -r
 complete -c tpuport -n "__fish_tpuport_using_subcommand check" -l output-format -d '`json`: the whole answer as JSON on stdout (for CI)' -r -f -a "text\t''
 json\t''"
 complete -c tpuport -n "__fish_tpuport_using_subcommand check" -l timeout -d 'Seconds each of the two runs may take' -r
+complete -c tpuport -n "__fish_tpuport_using_subcommand check" -l target -d 'Where the port runs: auto (a TPU if attached, else xla-cpu where installed, else the sim), tpu, xla-cpu or sim. The original always runs on the host' -r -f -a "auto\t'A TPU if one is attached (PCI/VFIO), else xla-cpu where it is installed and serves the environment (Linux x86_64, torch 2.11–2.15), else the sim'
+tpu\t'A real TPU, with the TorchTPU installed in the script\'s environment'
+xla-cpu\t'TorchTPU 0.2.0 itself, run on this CPU: its device, op coverage, errors, compiler and compile cache, through a CPU PJRT plugin in libtpu\'s place (scripts/bootstrap-xla-cpu installs it). One process; no TPU kernels (Mosaic), no TPU speed'
+sim\t'A Python emulation of TorchTPU over the host (any OS, any torch): "tpu" maps to the host'
+host\t'The script as written, on this machine'"
 complete -c tpuport -n "__fish_tpuport_using_subcommand check" -l python -d 'Python interpreter or venv (default: $VIRTUAL_ENV, else the project venv, else python3)' -r -F
 complete -c tpuport -n "__fish_tpuport_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c tpuport -n "__fish_tpuport_using_subcommand doctor" -l python -d 'Python interpreter or venv to check (default: $VIRTUAL_ENV, else the project venv, else python3)' -r -F
@@ -135,10 +149,11 @@ complete -c tpuport -n "__fish_tpuport_using_subcommand doctor" -l output-format
 json\t''"
 complete -c tpuport -n "__fish_tpuport_using_subcommand doctor" -s h -l help -d 'Print help'
 complete -c tpuport -n "__fish_tpuport_using_subcommand tune" -l steps -d 'Training steps per setting' -r
-complete -c tpuport -n "__fish_tpuport_using_subcommand tune" -l target -d 'Where to run (a TPU if attached, else the sim target)' -r -f -a "auto\t'A TPU if one is attached (PCI/VFIO), else the sim target'
-tpu\t''
-sim\t''
-host\t''"
+complete -c tpuport -n "__fish_tpuport_using_subcommand tune" -l target -d 'Where to run (a TPU if attached, else xla-cpu where installed, else the sim target)' -r -f -a "auto\t'A TPU if one is attached (PCI/VFIO), else xla-cpu where it is installed and serves the environment (Linux x86_64, torch 2.11–2.15), else the sim'
+tpu\t'A real TPU, with the TorchTPU installed in the script\'s environment'
+xla-cpu\t'TorchTPU 0.2.0 itself, run on this CPU: its device, op coverage, errors, compiler and compile cache, through a CPU PJRT plugin in libtpu\'s place (scripts/bootstrap-xla-cpu installs it). One process; no TPU kernels (Mosaic), no TPU speed'
+sim\t'A Python emulation of TorchTPU over the host (any OS, any torch): "tpu" maps to the host'
+host\t'The script as written, on this machine'"
 complete -c tpuport -n "__fish_tpuport_using_subcommand tune" -s o -l output -d 'Folder for the runs\' events files (default: runs/<time>-tune-<script>/)' -r -F
 complete -c tpuport -n "__fish_tpuport_using_subcommand tune" -l python -d 'Python interpreter or venv (default: $VIRTUAL_ENV, else the project venv, else python3)' -r -F
 complete -c tpuport -n "__fish_tpuport_using_subcommand tune" -l precision -d 'Also try each float32 matmul precision (default, high, highest) under each mode'
@@ -149,7 +164,7 @@ complete -c tpuport -n "__fish_tpuport_using_subcommand man" -s h -l help -d 'Pr
 complete -c tpuport -n "__fish_tpuport_using_subcommand help; and not __fish_seen_subcommand_from migrate rule test-rules run top report numerics check doctor tune completions man help" -f -a "migrate" -d 'Rewrite CUDA/NCCL code for TorchTPU; report what cannot be rewritten mechanically'
 complete -c tpuport -n "__fish_tpuport_using_subcommand help; and not __fish_seen_subcommand_from migrate rule test-rules run top report numerics check doctor tune completions man help" -f -a "rule" -d 'Explain a rule (its message, advice, fix class and example), or list them all'
 complete -c tpuport -n "__fish_tpuport_using_subcommand help; and not __fish_seen_subcommand_from migrate rule test-rules run top report numerics check doctor tune completions man help" -f -a "test-rules" -d 'Check your own rule files against their fixtures: every rule in DIR/*.toml flags its fixture (DIR/tests/ID.py), leaves the near misses after its `# OK` line alone, migrates it to code that parses, idempotently, and to DIR/tests/ID.fixed.py where that exists'
-complete -c tpuport -n "__fish_tpuport_using_subcommand help; and not __fish_seen_subcommand_from migrate rule test-rules run top report numerics check doctor tune completions man help" -f -a "run" -d 'Run a script under TorchTPU (or the sim/host target) and stream what happens in it'
+complete -c tpuport -n "__fish_tpuport_using_subcommand help; and not __fish_seen_subcommand_from migrate rule test-rules run top report numerics check doctor tune completions man help" -f -a "run" -d 'Run a script under TorchTPU (a TPU, or TorchTPU itself on XLA:CPU; else the sim or the host) and stream what happens in it'
 complete -c tpuport -n "__fish_tpuport_using_subcommand help; and not __fish_seen_subcommand_from migrate rule test-rules run top report numerics check doctor tune completions man help" -f -a "top" -d 'Show the live dashboard for an events file (or a folder of per-rank files) written by a job started elsewhere, following it as it grows'
 complete -c tpuport -n "__fish_tpuport_using_subcommand help; and not __fish_seen_subcommand_from migrate rule test-rules run top report numerics check doctor tune completions man help" -f -a "report" -d 'Render charts (SVG and PNG) and a Markdown summary from one events file, or two to compare (A/B, e.g. strict vs defer-fuse)'
 complete -c tpuport -n "__fish_tpuport_using_subcommand help; and not __fish_seen_subcommand_from migrate rule test-rules run top report numerics check doctor tune completions man help" -f -a "numerics" -d 'Will the TPU\'s numbers match? Run a script\'s first steps in float32 and with TPU matmul precision emulated (sim target), and compare the loss per step and the parameters'
