@@ -147,10 +147,14 @@ impl<'a> SourceOrderVisitor<'a> for Compares<'a> {
                 self.choices.push((e.test.range(), e.body.range()));
                 None
             }
+            // `if cuda: device = "cuda" else: device = "cpu"`; or a chain that also tests
+            // another backend (`elif mps: ...`), which keeps its CUDA test and gets an
+            // accelerator branch (together/branch.rs).
             AnyNodeRef::StmtIf(i)
-                if i.elif_else_clauses.len() == 1
+                if (i.elif_else_clauses.len() == 1
                     && i.elif_else_clauses[0].test.is_none()
-                    && assigned(&i.elif_else_clauses[0].body).is_some_and(is_cpu) =>
+                    && assigned(&i.elif_else_clauses[0].body).is_some_and(is_cpu))
+                    || i.elif_else_clauses.iter().any(|c| c.test.is_some()) =>
             {
                 if let Some(v) = assigned(&i.body) {
                     self.choices.push((i.test.range(), v.range()));
@@ -236,7 +240,10 @@ pub(super) fn keep_library_settings(
         compares
             .choices
             .iter()
-            .filter(|(_, device)| fixed_device(*device))
+            .filter(|(_, device)| {
+                // A device to port with the check, or one already ported (no finding left).
+                fixed_device(*device) || !diags.iter().any(|d| device.contains_range(d.range))
+            })
             .map(|(test, _)| *test)
             .collect()
     } else {

@@ -251,7 +251,10 @@ impl<'a> Checker<'a> {
             };
             let guards = together::Guards::of(module, defs, &imported_flag);
             let portable = self.target == Target::Portable;
-            together::keep_together(self.src, self.rules, &guards, &mut self.diags, portable);
+            let done =
+                together::keep_together(self.src, self.rules, &guards, &mut self.diags, portable);
+            self.diags
+                .retain(|d| d.fix.is_some() || !done.contains(&d.range));
         }
         self.diags.sort_by_key(|d| (d.range.start(), d.rule));
         let mut diags = std::mem::take(&mut self.diags);
