@@ -237,20 +237,12 @@ pub fn migrate_chosen(
     facts.framework_own = path.and_then(facts::framework_source);
     facts.program = parsed.module.body.iter().any(facts::runs_as_program);
     facts.path = path.map(|p| p.to_path_buf());
+    facts.to = settings.to;
     facts.cuda_only = facts::cuda_only_module(&parsed.module.body, source);
     if let Some(noqa::Codes::Some(codes)) = &exempt {
         facts.ignored_rules = codes.iter().map(|c| c.to_string()).collect();
     }
-    let diagnostics = check::check(
-        source,
-        &parsed,
-        &sem,
-        rules,
-        index,
-        &active,
-        &facts,
-        settings.to,
-    );
+    let diagnostics = check::check(source, &parsed, &sem, rules, index, &active, &facts);
     let mut out = Outcome {
         syntax_errors: parsed.errors.clone(),
         ..Outcome::default()
@@ -317,16 +309,7 @@ pub fn migrate_chosen(
         let parsed = parse::parse(&new);
         let sem = Semantic::build(&parsed.module);
         let active = index.active(&new);
-        let next = check::check(
-            &new,
-            &parsed,
-            &sem,
-            rules,
-            index,
-            &active,
-            &facts,
-            settings.to,
-        );
+        let next = check::check(&new, &parsed, &sem, rules, index, &active, &facts);
         let not_fixed = diags
             .iter()
             .enumerate()
@@ -416,16 +399,7 @@ pub fn migrate_chosen(
     } else {
         let sem = Semantic::build(&final_parse.module);
         let active = index.active(&text);
-        check::check(
-            &text,
-            &final_parse,
-            &sem,
-            rules,
-            index,
-            &active,
-            &facts,
-            settings.to,
-        )
+        check::check(&text, &final_parse, &sem, rules, index, &active, &facts)
     };
     if out.internal_error.is_none() {
         tally.step(&diags, &left);

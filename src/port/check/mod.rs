@@ -96,7 +96,6 @@ pub fn check(
     index: &RuleIndex,
     active: &[bool],
     facts: &FileFacts,
-    target: Target,
 ) -> Vec<Diagnostic> {
     let mut c = Checker {
         src,
@@ -111,7 +110,7 @@ pub fn check(
         fallbacks: vec![],
         import_names: sem.import_names(),
         cuda_defs: OnceCell::new(),
-        target,
+        target: facts.to,
         extensions: vec![],
     };
     for stmt in &parsed.module.body {
