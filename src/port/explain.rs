@@ -56,6 +56,9 @@ pub fn explain(rules: &RuleSet, id: Option<&str>, all: bool) -> Result<String> {
     Ok(o)
 }
 
+/// What the portable forms change on machines that are neither CUDA nor a TPU.
+const OTHER_MACHINES: &str = "On an MPS or XPU machine the current accelerator is that one: code that failed there for want of CUDA now runs on it, and a device chosen by availability takes it where the original took the CPU; on a CPU-only torch build (no accelerator) `current_accelerator()` is None, so `.type` raises where \"cuda\" failed at its first use";
+
 /// The fix class in both modes, and what the portable mode does.
 fn fix_line(r: &Rule) -> String {
     let literal = r.literal.fix.as_str();
@@ -69,10 +72,10 @@ fn fix_line(r: &Rule) -> String {
             "{portable} with --to portable, the default ({REPLACES_CUDA}); {literal} with --to tpu"
         ),
         Portable::Device => format!(
-            "{portable} with --to portable, the default: the current accelerator's device (`torch.accelerator.current_accelerator()`, its `.type` where a string is needed, a comparison extended to the TPU); {literal} with --to tpu: the TorchTPU name"
+            "{portable} with --to portable, the default: the current accelerator's device (`torch.accelerator.current_accelerator()`, its `.type` where a string is needed, a comparison extended to the TPU); {literal} with --to tpu: the TorchTPU name. {OTHER_MACHINES}"
         ),
         Portable::Backend => format!(
-            "{portable} with --to portable, the default: the current accelerator's default backend (`torch.distributed.get_default_backend_for_device(...)`, a comparison extended to \"tpu_dist\"); {literal} with --to tpu: \"tpu_dist\""
+            "{portable} with --to portable, the default: the current accelerator's default backend (`torch.distributed.get_default_backend_for_device(...)`: nccl on CUDA, tpu_dist under TorchTPU; a comparison extended to \"tpu_dist\"); {literal} with --to tpu: \"tpu_dist\". On an MPS machine the backend is gloo, on XPU xccl"
         ),
         Portable::Own(v) => {
             let safety = v
