@@ -464,6 +464,13 @@ struct MigrateArgs {
     /// Do not apply unsafe fixes, whatever the configuration file says.
     #[arg(long, overrides_with = "unsafe_fixes")]
     no_unsafe_fixes: bool,
+    /// Which machine the fixes write for. `portable` (the default): the program keeps doing what
+    /// it did on its CUDA machine and is right on a TPU too (`torch.accelerator.
+    /// current_accelerator()`, the accelerator's default backend, comparisons extended to the
+    /// TPU). `tpu`: TorchTPU's literal names (`"tpu"`, `"tpu_dist"`, `.to("tpu")`), for code
+    /// that leaves CUDA behind.
+    #[arg(long, value_name = "TARGET", value_parser = ["portable", "tpu"])]
+    to: Option<String>,
     /// The configuration file (`pyproject.toml` with `[tool.tpuport]`, or `tpuport.toml`)
     /// instead of the one found above the first path.
     #[arg(long, value_name = "PATH", conflicts_with = "isolated")]

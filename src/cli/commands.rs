@@ -272,6 +272,12 @@ pub(super) fn migrate(a: MigrateArgs) -> Result<u8> {
         select: &a.select,
         ignore: &a.ignore,
         unsafe_fixes: (a.unsafe_fixes || a.no_unsafe_fixes).then_some(a.unsafe_fixes),
+        to: a
+            .to
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(anyhow::Error::msg)?,
         max_file_size_mb: a.max_file_size,
     };
     let mut rules = RuleSet::load(&config::rule_dirs(loaded.as_ref(), &a.rules)?)?;
@@ -297,6 +303,7 @@ pub(super) fn migrate(a: MigrateArgs) -> Result<u8> {
         format: a.output_format.into(),
         settings: Settings {
             unsafe_fixes: settled.unsafe_fixes,
+            to: settled.to,
         },
         no_ignore: a.no_ignore,
         max_file_size: settled.max_file_size_mb.saturating_mul(1_000_000),

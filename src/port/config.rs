@@ -14,7 +14,7 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use serde::Deserialize;
 
 use super::located::{one_line, toml_error as located_toml_error, value_line};
-use super::rules::RuleSet;
+use super::rules::{RuleSet, Target};
 
 /// The file names looked for in each folder, in this order (as ruff: `.ruff.toml`, `ruff.toml`,
 /// `pyproject.toml`). A `pyproject.toml` counts only with a `[tool.tpuport]` table.
@@ -35,6 +35,8 @@ pub struct Config {
     pub ignore: Option<Vec<String>>,
     /// Apply unsafe fixes too.
     pub unsafe_fixes: Option<bool>,
+    /// Which machine the fixes write for: `"portable"` (the default) or `"tpu"`.
+    pub to: Option<Target>,
     /// Extra rule folders, relative to the file's folder.
     pub rules: Option<Vec<PathBuf>>,
     /// Gitignore-style patterns, relative to the file's folder, of paths the walk skips.
@@ -173,6 +175,7 @@ pub struct Overrides<'a> {
     pub select: &'a [String],
     pub ignore: &'a [String],
     pub unsafe_fixes: Option<bool>,
+    pub to: Option<Target>,
     pub max_file_size_mb: Option<u64>,
 }
 
@@ -182,6 +185,7 @@ pub struct Effective {
     pub select: Vec<String>,
     pub ignore: Vec<String>,
     pub unsafe_fixes: bool,
+    pub to: Target,
     pub exclude: Option<Exclude>,
     pub max_file_size_mb: u64,
 }
@@ -239,6 +243,7 @@ pub fn settle(loaded: Option<&Loaded>, cli: &Overrides, rules: &RuleSet) -> Resu
         select,
         ignore,
         unsafe_fixes: cli.unsafe_fixes.or(c.unsafe_fixes).unwrap_or(false),
+        to: cli.to.or(c.to).unwrap_or_default(),
         exclude,
         max_file_size_mb: cli
             .max_file_size_mb

@@ -164,7 +164,7 @@ pub fn run_to(
         match opts.format {
             // The command line refuses --statistics with sarif/github: a table is text or JSON.
             Format::Text | Format::Sarif | Format::Github => {
-                out.write_all(render::statistics_text(rules, &rows).as_bytes())?
+                out.write_all(render::statistics_text(rules, &rows, opts.settings.to).as_bytes())?
             }
             Format::Json => {
                 let (by_rule, by_family, total) = &rows;
@@ -181,7 +181,7 @@ pub fn run_to(
         serde_json::to_writer_pretty(&mut *out, &json_all)?;
         writeln!(out)?;
     } else if opts.format == Format::Sarif {
-        let log = super::sarif::log(rules, json_all, &issues, &found.warnings);
+        let log = super::sarif::log(rules, json_all, &issues, &found.warnings, opts.settings.to);
         serde_json::to_writer_pretty(&mut *out, &log)?;
         writeln!(out)?;
     }

@@ -42,6 +42,8 @@ pub struct Fix {
     /// At most one fix per key is applied in a round: statement removals carry their block,
     /// so two removals never empty a block together (the next round sees the new block).
     pub exclusive: Option<TextRange>,
+    /// While the finding is made: why the fix is unsafe (it becomes the finding's note).
+    pub why_unsafe: Option<String>,
 }
 
 impl Fix {
@@ -242,6 +244,7 @@ mod tests {
             applicability: FixClass::Safe,
             imports: vec![],
             exclusive: None,
+            why_unsafe: None,
         }
     }
 

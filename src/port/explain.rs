@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use anyhow::{Result, bail};
 
-use super::rules::{Matcher, RuleSet};
+use super::rules::{FixClass, Matcher, Portable, REPLACES_CUDA, Rule, RuleSet, Target};
 
 /// The text of `tpuport rule`: every rule (with `all`, or without an `id`), else the rule `id`
 /// (any case) with all its variants.
@@ -17,7 +17,7 @@ pub fn explain(rules: &RuleSet, id: Option<&str>, all: bool) -> Result<String> {
             let mut last = "";
             for r in rules.rules.iter().filter(|r| r.family == f.family) {
                 if r.id != last {
-                    writeln!(o, "  {}  {:<7} {}", r.id, r.fix.as_str(), r.name)?;
+                    writeln!(o, "  {}  {:<7} {}", r.id, r.literal.fix.as_str(), r.name)?;
                     last = &r.id;
                 }
             }
@@ -34,7 +34,7 @@ pub fn explain(rules: &RuleSet, id: Option<&str>, all: bool) -> Result<String> {
     for r in &found {
         writeln!(o)?;
         writeln!(o, "  {}", r.message)?;
-        writeln!(o, "  fix: {}", r.fix.as_str())?;
+        writeln!(o, "  fix: {}", fix_line(r))?;
         writeln!(o, "  matches: {}", describe(&r.matcher))?;
         for c in r.conditions() {
             writeln!(o, "  {c}")?;
@@ -44,10 +44,51 @@ pub fn explain(rules: &RuleSet, id: Option<&str>, all: bool) -> Result<String> {
         }
         if let Some(ex) = &r.example {
             writeln!(o, "  before:\n{}", indent(&ex.before))?;
-            writeln!(o, "  after:\n{}", indent(&ex.after))?;
+            match &ex.portable {
+                Some(p) => {
+                    writeln!(o, "  after (portable, the default):\n{}", indent(p))?;
+                    writeln!(o, "  after (--to tpu):\n{}", indent(&ex.after))?;
+                }
+                None => writeln!(o, "  after:\n{}", indent(&ex.after))?,
+            }
         }
     }
     Ok(o)
+}
+
+/// What the portable forms change on machines that are neither CUDA nor a TPU.
+const OTHER_MACHINES: &str = "On an MPS or XPU machine the current accelerator is that one: code that failed there for want of CUDA now runs on it, and a device chosen by availability takes it where the original took the CPU; on a CPU-only torch build (no accelerator) `current_accelerator()` is None, so `.type` raises where \"cuda\" failed at its first use";
+
+/// The fix class in both modes, and what the portable mode does.
+fn fix_line(r: &Rule) -> String {
+    let literal = r.literal.fix.as_str();
+    let portable = r.fix_class(Target::Portable).as_str();
+    match &r.portable {
+        _ if r.literal.fix == FixClass::Manual => literal.to_string(),
+        Portable::Same => {
+            format!("{literal} (the same fix with --to portable, the default, and --to tpu)")
+        }
+        Portable::Replaces => format!(
+            "{portable} with --to portable, the default ({REPLACES_CUDA}); {literal} with --to tpu"
+        ),
+        Portable::Device => format!(
+            "{portable} with --to portable, the default: the current accelerator's device (`torch.accelerator.current_accelerator()`, its `.type` where a string is needed, a comparison extended to the TPU); {literal} with --to tpu: the TorchTPU name. {OTHER_MACHINES}"
+        ),
+        Portable::Backend => format!(
+            "{portable} with --to portable, the default: the current accelerator's default backend (`torch.distributed.get_default_backend_for_device(...)`: nccl on CUDA, tpu_dist under TorchTPU; a comparison extended to \"tpu_dist\"); {literal} with --to tpu: \"tpu_dist\". On an MPS machine the backend is gloo, on XPU xccl"
+        ),
+        Portable::Own(v) => {
+            let safety = v
+                .fix_safety
+                .as_deref()
+                .filter(|_| v.fix == FixClass::Unsafe)
+                .map(|s| format!(": {s}"))
+                .unwrap_or_default();
+            format!(
+                "{portable} with --to portable, the default{safety}; {literal} with --to tpu (see the examples)"
+            )
+        }
+    }
 }
 
 /// What a matcher matches, in words.

@@ -41,6 +41,9 @@ pub struct FileFacts {
     /// Rule ids or prefixes a `# tpuport: ignore-file[DEV, AMP003]` comment silences in the
     /// whole file ([`crate::port::noqa`]).
     pub ignored_rules: Vec<String>,
+    /// Which machine the fixes write for (`--to`): not a fact of the file, but fixed for the
+    /// whole migration of it, as the facts are.
+    pub to: crate::port::rules::Target,
 }
 
 impl FileFacts {

@@ -62,7 +62,7 @@ use std::collections::BTreeMap;
 pub use diagnostic::Diagnostic;
 pub use explain::explain;
 pub use index::RuleIndex;
-pub use rules::{FixClass, RuleSet};
+pub use rules::{FixClass, RuleSet, Target};
 
 use semantic::Semantic;
 
@@ -80,6 +80,8 @@ const MAX_PASSES: usize = 3;
 pub struct Settings {
     /// Apply fixes of class `unsafe` too.
     pub unsafe_fixes: bool,
+    /// Which machine the fixes write for: portable forms (the default) or TorchTPU literals.
+    pub to: Target,
 }
 
 impl Settings {
@@ -242,6 +244,7 @@ pub fn migrate_chosen(
     facts.framework_own = path.and_then(facts::framework_source);
     facts.program = parsed.module.body.iter().any(facts::runs_as_program);
     facts.path = path.map(|p| p.to_path_buf());
+    facts.to = settings.to;
     facts.cuda_only = facts::cuda_only_module(&parsed.module.body, source);
     if let Some(noqa::Codes::Some(codes)) = &exempt {
         facts.ignored_rules = codes.iter().map(|c| c.to_string()).collect();

@@ -258,16 +258,21 @@ mod tests {
         keys.sort();
         assert_eq!(keys, ["f", "to_fp8"]);
 
-        // A test of those kernels keeps its CUDA check and its device.
-        use crate::port::{RuleIndex, RuleSet, Settings, migrate_source_at};
+        // A test of those kernels keeps its CUDA check and its device (`--to tpu`: the
+        // portable device is CUDA's own under a CUDA test, and is ported).
+        use crate::port::{RuleIndex, RuleSet, Settings, Target, migrate_source_at};
+        let tpu = Settings {
+            to: Target::Tpu,
+            ..Settings::default()
+        };
         let rules = RuleSet::builtin();
         let index = RuleIndex::new(&rules);
         let test = "import torch\nfrom pkg.kernels.fp8 import to_fp8\n\n\ndef test_fp8():\n    assert torch.cuda.is_available()\n    x = torch.randn(4, device=\"cuda\")\n    to_fp8(x)\n";
         let at = pkg.join("kernels/test_fp8.py");
-        let out = migrate_source_at(test, Some(&at), &rules, &index, Settings::default());
+        let out = migrate_source_at(test, Some(&at), &rules, &index, tpu);
         assert!(out.output.is_none(), "{:?}", out.output);
         // Without the Triton module beside it, the test is ported.
-        let out = migrate_source_at(test, None, &rules, &index, Settings::default());
+        let out = migrate_source_at(test, None, &rules, &index, tpu);
         assert!(out.output.is_some());
 
         // Two modules away: `pkg/linear.py` imports the kernels, a helper imports `linear`.
@@ -281,7 +286,7 @@ mod tests {
         let at = pkg.join("helpers.py");
         let via = triton_import_in(&at, helper, HOPS).unwrap();
         assert!(via.ends_with("linear.py"), "{via:?}");
-        let out = migrate_source_at(helper, Some(&at), &rules, &index, Settings::default());
+        let out = migrate_source_at(helper, Some(&at), &rules, &index, tpu);
         assert!(out.output.is_none(), "{:?}", out.output);
         let unsafe_note = out.diagnostics.iter().any(|d| {
             d.fix.as_ref().is_some_and(|f| {
@@ -297,7 +302,7 @@ mod tests {
         // A module importing only portable project modules is ported.
         let plain = helper.replace("pkg.linear import Lin", "pkg.plain import torch as t");
         assert!(triton_import_in(&at, &plain, HOPS).is_none());
-        let out = migrate_source_at(&plain, Some(&at), &rules, &index, Settings::default());
+        let out = migrate_source_at(&plain, Some(&at), &rules, &index, tpu);
         assert!(out.output.is_some());
 
         // A flag another module of the project computes from CUDA selects CUDA code here too.
@@ -308,10 +313,16 @@ mod tests {
         .unwrap();
         let user = "import torch\nfrom pkg.guards import FLEX\n\n\ndef mask(ids):\n    if FLEX:\n        return ids.to(\"cuda\")\n    return ids\n";
         let at = pkg.join("attention.py");
-        let out = migrate_source_at(user, Some(&at), &rules, &index, Settings::default());
+        let out = migrate_source_at(user, Some(&at), &rules, &index, tpu);
         assert!(out.output.is_none(), "{:?}", out.output);
+        let portable = migrate_source_at(user, Some(&at), &rules, &index, Settings::default());
+        assert!(
+            portable
+                .output
+                .is_some_and(|o| o.contains("ids.to(torch.accelerator.current_accelerator())"))
+        );
         let new = user.replace("FLEX", "NEW");
-        let out = migrate_source_at(&new, Some(&at), &rules, &index, Settings::default());
+        let out = migrate_source_at(&new, Some(&at), &rules, &index, tpu);
         assert!(out.output.is_some_and(|o| o.contains("ids.to(\"tpu\")")));
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -471,7 +471,11 @@ fn stat_counts(r: &StatRow) -> String {
 }
 
 /// The `--statistics` table.
-pub fn statistics_text(rules: &RuleSet, rows: &(Vec<StatRow>, Vec<StatRow>, StatRow)) -> String {
+pub fn statistics_text(
+    rules: &RuleSet,
+    rows: &(Vec<StatRow>, Vec<StatRow>, StatRow),
+    to: crate::port::Target,
+) -> String {
     let (by_rule, by_family, total) = rows;
     let mut s = String::new();
     let _ = writeln!(s, "{:<8}{STAT_HEADER}  fix     name", "rule");
@@ -479,7 +483,7 @@ pub fn statistics_text(rules: &RuleSet, rows: &(Vec<StatRow>, Vec<StatRow>, Stat
         let rule = rules.get(&r.name);
         let (fix, name) = rule
             .first()
-            .map(|x| (x.fix.as_str(), x.name.as_str()))
+            .map(|x| (x.fix_class(to).as_str(), x.name.as_str()))
             .unwrap_or(("", ""));
         let _ = writeln!(s, "{:<8}{}  {fix:<7} {name}", r.name, stat_counts(r));
     }

@@ -270,6 +270,7 @@ pub fn edited_fix(original: &Fix, span: TextRange, saved: &str) -> Fix {
         applicability: original.applicability,
         imports: original.imports.clone(),
         exclusive: original.exclusive,
+        why_unsafe: None,
     }
 }
 

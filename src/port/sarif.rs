@@ -162,6 +162,7 @@ pub fn log(
     mut results: Vec<Value>,
     errors: &[FileIssue],
     warnings: &[FileIssue],
+    to: crate::port::Target,
 ) -> Value {
     let used: std::collections::BTreeSet<&str> = results
         .iter()
@@ -179,9 +180,9 @@ pub fn log(
             "name": rule.name,
             "shortDescription": text(&rule.message),
             "defaultConfiguration": {
-                "level": if rule.fix == FixClass::Safe { "note" } else { "warning" },
+                "level": if rule.fix_class(to) == FixClass::Safe { "note" } else { "warning" },
             },
-            "properties": { "fixClass": rule.fix.as_str(), "family": rule.family },
+            "properties": { "fixClass": rule.fix_class(to).as_str(), "family": rule.family },
         });
         if let Some(advice) = &rule.advice {
             d["fullDescription"] = text(advice);
@@ -249,7 +250,7 @@ mod tests {
             note: None,
         };
         let rs = results("a.py", "x = \"cuda\"\n", &[d], &rules, FixClass::Safe);
-        let log = log(&rules, rs, &[], &[]);
+        let log = log(&rules, rs, &[], &[], crate::port::Target::Tpu);
         let run = &log["runs"][0];
         assert_eq!(run["tool"]["driver"]["rules"].as_array().unwrap().len(), 1);
         assert_eq!(run["tool"]["driver"]["rules"][0]["id"], "DEV017");

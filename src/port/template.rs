@@ -86,7 +86,7 @@ pub fn render(
                 push_literal(&mut out, &template[lit_start..i], ctx);
                 let end = template[i..].find('}').map(|e| e + i).unwrap_or(b.len());
                 let name = &template[i + 1..end.min(b.len())];
-                let follows = template[end + 1..].chars().next();
+                let follows = template.get(end + 1..).unwrap_or("");
                 let text = substitute(name, values, convert, ctx, follows)?;
                 *used.entry(name.to_string()).or_default() += 1;
                 out.text.push_str(&text.text);
@@ -118,7 +118,7 @@ fn substitute(
     values: &HashMap<String, Value<'_>>,
     convert: &std::collections::BTreeMap<String, ConvertDef>,
     ctx: &Ctx<'_>,
-    follows: Option<char>,
+    follows: &str,
 ) -> Result<Rendered, Skip> {
     let value = values.get(name);
     let kind = value.map(|v| v.kind).unwrap_or(ArgKind::Missing);
@@ -159,7 +159,14 @@ fn substitute(
     match value {
         None => Err(Skip::Missing),
         Some(v) => {
-            let wrap = !v.atomic && matches!(follows, Some('.' | '[' | '('));
+            // A value that is not atomic is parenthesized where what follows binds tighter
+            // (`{x}.y`, `{x} % n`, `{x} and y`).
+            let binds = [
+                " and ", " or ", " % ", " * ", " if ", " in ", " == ", " != ",
+            ];
+            let wrap = !v.atomic
+                && (matches!(follows.chars().next(), Some('.' | '[' | '('))
+                    || binds.iter().any(|b| follows.starts_with(b)));
             Ok(Rendered {
                 text: if wrap {
                     format!("({})", v.text)

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use super::{RuleIndex, RuleSet, Settings, migrate_source, parse, render};
+use super::{RuleIndex, RuleSet, Settings, Target, migrate_source, parse, render};
 
 /// What `test-rules` found for one rule.
 pub struct RuleReport {
@@ -90,31 +90,53 @@ fn find_fixture(dir: &Path, family: &str, id: &str) -> Option<PathBuf> {
 /// a diff) per example that does not hold; none when all do.
 pub fn example_problems(set: &RuleSet) -> Vec<String> {
     let index = RuleIndex::new(set);
-    let settings = Settings { unsafe_fixes: true };
     let mut problems = vec![];
     for r in &set.rules {
         let Some(ex) = &r.example else { continue };
         let before = ex.before.trim_start_matches('\n');
-        let after = ex.after.trim_start_matches('\n');
-        let out = migrate_source(before, set, &index, settings);
-        let got = out.output.unwrap_or_else(|| before.to_string());
-        if got != after {
-            problems.push(format!(
-                "{}: example.before does not migrate to example.after (line {} of {}):\n{}",
-                r.id,
-                r.line,
-                r.origin,
-                render::unified_diff("example", after, &got)
-            ));
-        }
-        if migrate_source(after, set, &index, settings)
-            .output
-            .is_some()
-        {
-            problems.push(format!(
-                "{}: example.after is not stable under a second migration (line {} of {})",
-                r.id, r.line, r.origin
-            ));
+        // `after` is the literal port; `portable` (where given) the default one, else the same.
+        let modes = [
+            (Target::Tpu, "example.after", ex.after.as_str()),
+            (
+                Target::Portable,
+                if ex.portable.is_some() {
+                    "example.portable"
+                } else {
+                    "example.after (also the portable port: give example.portable where it differs)"
+                },
+                ex.portable.as_deref().unwrap_or(&ex.after),
+            ),
+        ];
+        for (to, name, after) in modes {
+            let settings = Settings {
+                unsafe_fixes: true,
+                to,
+            };
+            let after = after.trim_start_matches('\n');
+            let out = migrate_source(before, set, &index, settings);
+            let got = out.output.unwrap_or_else(|| before.to_string());
+            if got != after {
+                problems.push(format!(
+                    "{}: example.before does not migrate to {name} with --to {} (line {} of {}):\n{}",
+                    r.id,
+                    to.as_str(),
+                    r.line,
+                    r.origin,
+                    render::unified_diff("example", after, &got)
+                ));
+            }
+            if migrate_source(after, set, &index, settings)
+                .output
+                .is_some()
+            {
+                problems.push(format!(
+                    "{}: {name} is not stable under a second migration with --to {} (line {} of {})",
+                    r.id,
+                    to.as_str(),
+                    r.line,
+                    r.origin
+                ));
+            }
         }
     }
     problems
@@ -150,7 +172,10 @@ fn check_fixture(set: &RuleSet, path: &Path, update: bool, report: &mut RuleRepo
         ));
     }
     for unsafe_fixes in [false, true] {
-        let settings = Settings { unsafe_fixes };
+        let settings = Settings {
+            unsafe_fixes,
+            ..Settings::default()
+        };
         let out = migrate_source(&source, set, &index, settings);
         let mode = if unsafe_fixes {
             " with unsafe fixes"

@@ -33,8 +33,12 @@ fn snapshot_for(path: &Path) -> String {
             "{name}: no {id} finding; found {found:?}"
         );
     }
-    for unsafe_fixes in [false, true] {
-        let settings = Settings { unsafe_fixes };
+    let modes = [false, true].into_iter().flat_map(|unsafe_fixes| {
+        [tpuport::port::Target::Portable, tpuport::port::Target::Tpu]
+            .map(|to| Settings { unsafe_fixes, to })
+    });
+    for settings in modes {
+        let unsafe_fixes = settings.unsafe_fixes;
         let out = migrate_source(&source, &rules, &index, settings);
         assert!(
             out.internal_error.is_none(),

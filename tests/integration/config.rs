@@ -80,7 +80,7 @@ fn noqa_keeps_its_line_and_the_next_line_is_rewritten() {
         .code(0);
     assert_eq!(
         fs::read_to_string(&f).unwrap(),
-        "import torch\nx = torch.zeros(3, device=\"cuda\")  # noqa: DEV016\ny = torch.ones(3, device=\"tpu\")\ntorch.cuda.synchronize()  # noqa\nz = torch.ones(3, device=\"tpu\")  # noqa: E501\n"
+        "import torch\nx = torch.zeros(3, device=\"cuda\")  # noqa: DEV016\ny = torch.ones(3, device=torch.accelerator.current_accelerator())\ntorch.cuda.synchronize()  # noqa\nz = torch.ones(3, device=torch.accelerator.current_accelerator())  # noqa: E501\n"
     );
 }
 

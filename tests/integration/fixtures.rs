@@ -4,6 +4,9 @@
 //! the diff of the safe fixes, and the diff with `--unsafe-fixes` where that differs. Every
 //! fix's output must parse: the whole file's, and each fix applied alone.
 //!
+//! Two ports: `rule_fixtures` snapshots `--to tpu` (the literal port), `rule_fixtures_portable`
+//! the default `--to portable` for every rule whose portable fix differs (`*portable@*.snap`).
+//!
 //! A new fixture fails its first run and writes `tests/integration/snapshots/*.snap.new`: review
 //! it, then accept it with `cargo insta accept` (or `INSTA_UPDATE=always cargo test`). One rule's
 //! fixture alone: `INSTA_GLOB_FILTER='DEV/DEV004.py' cargo test --test integration fixtures::`.
@@ -11,9 +14,18 @@
 use std::path::Path;
 
 use tpuport::port::render;
-use tpuport::port::{RuleIndex, RuleSet, Settings, edit, migrate_source, parse};
+use tpuport::port::{RuleIndex, RuleSet, Settings, Target, edit, migrate_source, parse};
 
-fn snapshot_for(path: &Path) -> String {
+/// Does the portable port of this fixture's rule differ from `--to tpu`?
+fn portable_differs(path: &Path) -> bool {
+    let id = path.file_stem().unwrap().to_str().unwrap();
+    RuleSet::builtin()
+        .get(id)
+        .iter()
+        .any(|r| r.portable_differs())
+}
+
+fn snapshot_for(path: &Path, to: Target) -> String {
     let id = path.file_stem().unwrap().to_str().unwrap().to_string();
     let source = std::fs::read_to_string(path).unwrap();
     let mut rules = RuleSet::builtin();
@@ -30,8 +42,9 @@ fn snapshot_for(path: &Path) -> String {
         id
     );
 
-    let safe = migrate_source(&source, &rules, &index, Settings::default());
-    let unsafe_ = migrate_source(&source, &rules, &index, Settings { unsafe_fixes: true });
+    let settings = |unsafe_fixes| Settings { unsafe_fixes, to };
+    let safe = migrate_source(&source, &rules, &index, settings(false));
+    let unsafe_ = migrate_source(&source, &rules, &index, settings(true));
     assert!(
         safe.internal_error.is_none(),
         "{name}: {:?}",
@@ -66,7 +79,7 @@ fn snapshot_for(path: &Path) -> String {
             "{name}: the fixed file does not parse:\n{out}"
         );
         // Idempotent: migrating the result again, with the same settings, changes nothing.
-        let again = migrate_source(out, &rules, &index, Settings { unsafe_fixes });
+        let again = migrate_source(out, &rules, &index, settings(unsafe_fixes));
         if let Some(twice) = &again.output {
             panic!(
                 "{name}: a second migration (unsafe fixes: {unsafe_fixes}) changed the file again:\n{}",
@@ -90,10 +103,21 @@ fn snapshot_for(path: &Path) -> String {
     snap
 }
 
+/// `--to tpu`: the literal port.
 #[test]
 fn rule_fixtures() {
     insta::glob!("../fixtures", "*/*.py", |path| {
-        insta::assert_snapshot!(snapshot_for(path));
+        insta::assert_snapshot!(snapshot_for(path, Target::Tpu));
+    });
+}
+
+/// The default, `--to portable`, for the rules whose fix differs there.
+#[test]
+fn rule_fixtures_portable() {
+    insta::glob!("../fixtures", "*/*.py", |path| {
+        if portable_differs(path) {
+            insta::assert_snapshot!(snapshot_for(path, Target::Portable));
+        }
     });
 }
 

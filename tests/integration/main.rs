@@ -15,6 +15,7 @@ mod examples;
 mod fixtures;
 mod notebook;
 mod packaging;
+mod portable;
 mod programs;
 mod ranks;
 mod report;

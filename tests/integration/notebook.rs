@@ -96,8 +96,15 @@ fn only_code_cell_sources_change_and_a_second_run_changes_nothing() {
     for i in [0, 1, 2, 3, 6, 8, 9, 10] {
         assert_eq!(old[i], new[i], "cell {}", i + 1);
     }
-    assert!(new[4].starts_with("device = \"tpu\"\n"), "{}", new[4]);
-    assert!(new[5].contains("model = Net().to(\"tpu\")\n") && new[5].ends_with("\nNet?"));
+    assert!(
+        new[4].starts_with("device = torch.accelerator.current_accelerator().type\n"),
+        "{}",
+        new[4]
+    );
+    assert!(
+        new[5].contains("model = Net().to(torch.accelerator.current_accelerator())\n")
+            && new[5].ends_with("\nNet?")
+    );
     assert!(
         new[7].contains("    torch.accelerator.synchronize()\n"),
         "{}",

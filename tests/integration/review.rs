@@ -26,7 +26,10 @@ fn options(paths: Vec<PathBuf>, unsafe_fixes: bool) -> Options {
         paths,
         mode: Mode::Write,
         format: Format::Text,
-        settings: Settings { unsafe_fixes },
+        settings: Settings {
+            unsafe_fixes,
+            ..Settings::default()
+        },
         no_ignore: false,
         max_file_size: 8_000_000,
         quiet: false,
@@ -107,7 +110,10 @@ fn every_fixture_accepted_whole_is_the_plain_migration() {
             }
             let src = std::fs::read_to_string(&p).unwrap();
             for unsafe_fixes in [false, true] {
-                let s = Settings { unsafe_fixes };
+                let s = Settings {
+                    unsafe_fixes,
+                    ..Settings::default()
+                };
                 let plain = migrate_source_at(&src, Some(&p), &rules, &index, s);
                 let all = Choices::all(plain.diagnostics.len());
                 let (chosen, _) = migrate_chosen(&src, Some(&p), &rules, &index, s, Some(&all));
@@ -148,7 +154,7 @@ fn a_skipped_fix_stays_out_and_the_others_go_in() {
     let text = String::from_utf8(bytes[3..].to_vec()).unwrap();
     assert_eq!(
         text,
-        "import torch\r\n\r\nx = torch.zeros(3, device=\"tpu\")\r\ntorch.cuda.synchronize()\r\ny = x.to(\"tpu\")\r\n"
+        "import torch\r\n\r\nx = torch.zeros(3, device=torch.accelerator.current_accelerator())\r\ntorch.cuda.synchronize()\r\ny = x.to(torch.accelerator.current_accelerator())\r\n"
     );
     let (summary, code) = review::summary(&plan, &decisions, &results);
     assert_eq!(code, 1, "a skipped fix is left: {summary}");
@@ -322,7 +328,10 @@ fn review_screen_accepts_one_fix_and_skips_another() {
     let (dir, script, t) = review_in_tmux("review", "");
     let s = t.wait("the first fix", 30, |s| s.contains("fix 1 of 3"));
     assert!(s.contains("train.py:3:27") && s.contains("DEV016"), "{s}");
-    assert!(s.contains("+x = torch.zeros(3, device=\"tpu\")"), "{s}");
+    assert!(
+        s.contains("+x = torch.zeros(3, device=torch.accelerator.current_accelerator())"),
+        "{s}"
+    );
     assert!(s.contains("Rule DEV016"), "the rule's doc is shown:\n{s}");
     t.send(&["y"]);
     let s = t.wait("the second fix", 10, |s| s.contains("fix 2 of 3"));
@@ -351,7 +360,7 @@ fn review_screen_accepts_one_fix_and_skips_another() {
     assert!(!s.contains("fix 3 of 3"), "the review screen is gone:\n{s}");
     assert_eq!(
         std::fs::read_to_string(&script).unwrap(),
-        "import torch\n\nx = torch.zeros(3, device=\"tpu\")\ntorch.cuda.synchronize()\ny = x.to(\"tpu\")\n"
+        "import torch\n\nx = torch.zeros(3, device=torch.accelerator.current_accelerator())\ntorch.cuda.synchronize()\ny = x.to(torch.accelerator.current_accelerator())\n"
     );
     // No temp file left beside it.
     let names: Vec<_> = std::fs::read_dir(dir.path())

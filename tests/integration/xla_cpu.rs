@@ -13,7 +13,7 @@ use serde_json::Value;
 use tpuport::profile::event::Event;
 
 /// Whether xla-cpu is installed here; under CI (Linux x86_64) it must be.
-fn installed() -> bool {
+pub(crate) fn installed() -> bool {
     let ok = tpuport::runtime::xla_cpu::location()
         .is_some_and(|root| tpuport::runtime::xla_cpu::XlaCpu::open(&root).is_ok());
     let ci = std::env::var("CI").is_ok_and(|v| !matches!(v.as_str(), "" | "false" | "0"));

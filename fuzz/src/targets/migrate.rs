@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use tpuport::port::driver::{self, Format, Mode, Options};
-use tpuport::port::{RuleIndex, RuleSet, Settings, files, migrate_source_at};
+use tpuport::port::{RuleIndex, RuleSet, Settings, Target as Port, files, migrate_source_at};
 
 use super::{PYTHON_DICT, outcome_holds, outcome_signature};
 use crate::mutate;
@@ -82,6 +82,12 @@ impl Target for Migrate {
     fn check(&mut self, input: &[u8], seed: u64) -> Result<u64, String> {
         let settings = Settings {
             unsafe_fixes: seed & 1 == 1,
+            // Both ports: the portable default and the literal `--to tpu`.
+            to: if seed & 4 == 4 {
+                Port::Tpu
+            } else {
+                Port::Portable
+            },
         };
         let path = Path::new("fuzz.py");
         let expected: Vec<u8> = match files::decode_source(path, input.to_vec()) {

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 use tpuport::port::notebook::{self, View};
-use tpuport::port::{RuleIndex, RuleSet, Settings, files};
+use tpuport::port::{RuleIndex, RuleSet, Settings, Target as Port, files};
 
 use super::{PYTHON_DICT, counts_add_up, outcome_signature};
 use crate::mutate;
@@ -172,6 +172,12 @@ impl Target for Notebook {
     fn check(&mut self, input: &[u8], seed: u64) -> Result<u64, String> {
         let settings = Settings {
             unsafe_fixes: seed & 1 == 1,
+            // Both ports: the portable default and the literal `--to tpu`.
+            to: if seed & 4 == 4 {
+                Port::Tpu
+            } else {
+                Port::Portable
+            },
         };
         let path = Path::new("fuzz.ipynb");
         let Ok(source) = files::decode_source(path, input.to_vec()) else {

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use tpuport::port::config::{self, Overrides};
-use tpuport::port::{RuleIndex, RuleSet, Settings, migrate_source_at, testrules};
+use tpuport::port::{RuleIndex, RuleSet, Settings, Target as Port, migrate_source_at, testrules};
 
 use super::outcome_holds;
 use crate::mutate;
@@ -327,6 +327,12 @@ impl Rules {
         let _ = testrules::example_problems(&set);
         let settings = Settings {
             unsafe_fixes: seed & 2 == 2,
+            // Both ports: the portable default and the literal `--to tpu`.
+            to: if seed & 4 == 4 {
+                Port::Tpu
+            } else {
+                Port::Portable
+            },
         };
         for src in sources {
             let out = migrate_source_at(src, None, &set, &index, settings);
@@ -335,7 +341,7 @@ impl Rules {
         Ok(hash_of((
             "loaded",
             own.len(),
-            own.iter().map(|r| r.fix).collect::<Vec<_>>(),
+            own.iter().map(|r| r.literal.fix).collect::<Vec<_>>(),
         )))
     }
 

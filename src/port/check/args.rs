@@ -36,7 +36,7 @@ impl<'a> Checker<'a> {
             let (kw, t) = split_keyword_item(a);
             // `{param}` alone, without conversion, refers to the source argument itself.
             if let Some(p) = t.strip_prefix('{').and_then(|x| x.strip_suffix('}'))
-                && !rule.convert.contains_key(p)
+                && !self.v(rule).convert.contains_key(p)
                 && !p.contains(['{', '}'])
             {
                 match b.sources.get(p) {
@@ -70,7 +70,12 @@ impl<'a> Checker<'a> {
                     None => {}
                 }
             }
-            let r = match template::render(t, &b.values, &rule.convert, &self.ctx(call.start())) {
+            let r = match template::render(
+                t,
+                &b.values,
+                &self.v(rule).convert,
+                &self.ctx(call.start()),
+            ) {
                 Ok(r) => r,
                 Err(Skip::Missing) => continue,
                 Err(Skip::Manual(why)) => return Err(why),

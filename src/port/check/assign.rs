@@ -26,10 +26,11 @@ impl<'a> Checker<'a> {
             ast::StmtRef::Assign(a) if a.targets.len() == 1 && a.targets[0].range() == target => a,
             _ => return Err("not a plain assignment to it: rewrite this code by hand".into()),
         };
-        let param = rule.params.first().ok_or("no parameter")?;
+        let v = self.v(rule);
+        let param = v.params.first().ok_or("no parameter")?;
         let value = self.value(&assign.value);
-        let mut downgrade = false;
-        if let Some(conv) = rule.convert.get(param)
+        let mut downgrade = None;
+        if let Some(conv) = v.convert.get(param)
             && !template::has_literal(conv, Some(&value))
         {
             let explicit = template::has_explicit(conv, value.kind);
@@ -40,19 +41,32 @@ impl<'a> Checker<'a> {
                     template::kind_name(value.kind)
                 ));
             }
-            downgrade = value.kind.listed_in(&conv.unsafe_for);
+            if value.kind.listed_in(&conv.unsafe_for) {
+                let what = format!(
+                    "the value `{}` is {}",
+                    value.text,
+                    template::kind_name(value.kind)
+                );
+                downgrade = Some(match &v.fix_safety {
+                    Some(s) => format!("{what}: {s}"),
+                    None => format!("{what}: the rewrite is proven only for the other values"),
+                });
+            }
         }
         let values = Bound {
             values: HashMap::from([(param.clone(), value)]),
             rest: vec![],
             sources: HashMap::new(),
-            downgrade,
+            downgrade: downgrade.clone(),
         };
         let r = self.render(t, &values, rule, stmt.range())?;
         if r.text.trim().is_empty() {
             let mut fix = self.removal_fix(rule, target, 0, false)?;
-            if downgrade && fix.applicability > FixClass::Unsafe {
+            if let Some(why) = downgrade
+                && fix.applicability > FixClass::Unsafe
+            {
                 fix.applicability = FixClass::Unsafe;
+                fix.why_unsafe = Some(why);
             }
             return Ok(fix);
         }
@@ -60,7 +74,7 @@ impl<'a> Checker<'a> {
             rule,
             vec![Edit::replace(stmt.range(), r.text)],
             r.imports,
-            downgrade || r.duplicated,
+            downgrade.or_else(|| r.duplicated.then(|| super::fix::TWICE.to_string())),
         ))
     }
 }

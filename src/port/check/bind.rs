@@ -11,7 +11,7 @@ use ruff_text_size::{Ranged, TextRange};
 use super::{Checker, Match};
 use crate::port::facts;
 use crate::port::parse::is_atomic;
-use crate::port::rules::{ArgKind, Matcher, Rule};
+use crate::port::rules::{ArgKind, Matcher, Rule, Variant};
 use crate::port::semantic::values;
 use crate::port::template::{self, Value};
 
@@ -21,17 +21,29 @@ pub(super) struct Bound<'a> {
     pub(super) rest: Vec<TextRange>,
     /// Parameter → (value range, whole keyword range if given by keyword).
     pub(super) sources: HashMap<String, (TextRange, Option<TextRange>)>,
-    pub(super) downgrade: bool,
+    /// Why the fix is only unsafe here, if it is (an argument kind the rule marks `unsafe`, a
+    /// receiver not known to be a tensor).
+    pub(super) downgrade: Option<String>,
 }
 
 impl<'a> Checker<'a> {
     /// Bind the call's arguments (and receiver) to the rule's parameters.
     pub(super) fn bind(&self, rule: &Rule, m: &Match<'a>) -> Result<Bound<'a>, String> {
+        self.bind_with(self.v(rule), rule, m)
+    }
+
+    /// [`Checker::bind`] with the parameters of `v` (`match.when` binds the literal fix's).
+    pub(super) fn bind_with(
+        &self,
+        v: &Variant,
+        rule: &Rule,
+        m: &Match<'a>,
+    ) -> Result<Bound<'a>, String> {
         let mut b = Bound {
             values: HashMap::new(),
             rest: vec![],
             sources: HashMap::new(),
-            downgrade: false,
+            downgrade: None,
         };
         if let Some(r) = m.receiver {
             b.values.insert("receiver".into(), self.value(r));
@@ -42,7 +54,10 @@ impl<'a> Checker<'a> {
             && matches!(rule.matcher, Matcher::Attribute(_))
             && !values::is_tensor_or_module(self.sem, &self.parsed.module, r)
         {
-            b.downgrade = true;
+            b.downgrade = Some(format!(
+                "`{}` is not known to be a tensor or a module: check it is not another object with this attribute (a config)",
+                self.text(r.range())
+            ));
         }
         let Some(call) = m.call else { return Ok(b) };
         if m.reference.is_some()
@@ -50,14 +65,14 @@ impl<'a> Checker<'a> {
             && !matches!(rule.matcher, Matcher::Call(_))
         {
             // A reference in callee position: arguments are not part of the match.
-            if rule.params.is_empty() {
+            if v.params.is_empty() {
                 return Ok(b);
             }
         }
         for (i, arg) in call.arguments.args.iter().enumerate() {
-            match (arg, rule.params.get(i)) {
+            match (arg, v.params.get(i)) {
                 (Expr::Starred(_), _) | (_, None) => {
-                    if rule.pass_rest {
+                    if v.pass_rest {
                         b.rest.push(self.arg_range(call, arg));
                     } else {
                         return Err(format!(
@@ -75,7 +90,7 @@ impl<'a> Checker<'a> {
         }
         for kw in &call.arguments.keywords {
             match &kw.arg {
-                Some(name) if rule.params.iter().any(|p| p == name.as_str()) => {
+                Some(name) if v.params.iter().any(|p| p == name.as_str()) => {
                     if b.values.contains_key(name.as_str()) {
                         return Err(format!("`{name}` is given twice"));
                     }
@@ -86,7 +101,7 @@ impl<'a> Checker<'a> {
                         .insert(name.to_string(), (range, Some(kw.range())));
                 }
                 _ => {
-                    if rule.pass_rest {
+                    if v.pass_rest {
                         b.rest.push(kw.range());
                     } else {
                         return Err(format!(
@@ -100,12 +115,21 @@ impl<'a> Checker<'a> {
         if let Some(why) = self.untraceable(call, &b) {
             return Err(why);
         }
-        for (p, conv) in &rule.convert {
+        for (p, conv) in &v.convert {
             let kind = b.values.get(p).map(|v| v.kind).unwrap_or(ArgKind::Missing);
             // A literal with its own template (`torch.bfloat16`) is not covered by its kind.
             let own = template::has_literal(conv, b.values.get(p));
-            if kind.listed_in(&conv.unsafe_for) && !own {
-                b.downgrade = true;
+            if kind.listed_in(&conv.unsafe_for) && !own && b.downgrade.is_none() {
+                let text = b.values.get(p).map(|v| v.text).unwrap_or("not given");
+                b.downgrade = Some(unsafe_kind_note(v, p, text, kind));
+            }
+            if let (Some(re), Some(v)) = (&conv.manual_text, b.values.get(p))
+                && regex::Regex::new(re).is_ok_and(|re| re.is_match(v.text))
+            {
+                return Err(format!(
+                    "`{}` may not be what `{p}` takes here: no mechanical rewrite",
+                    v.text
+                ));
             }
             // A kind marked manual stops the fix even where no template uses the parameter.
             let explicit = template::has_explicit(conv, kind) || own;
@@ -150,18 +174,35 @@ impl<'a> Checker<'a> {
         ))
     }
 
-    /// Is the rule's fix unsafe here: the file uses one of `unsafe_if_uses`, and not every path
-    /// to this finding calls one of `unless_uses` (in the innermost function, or at module level).
-    pub(super) fn unsafe_by_context(&self, rule: &Rule) -> bool {
+    /// Why the rule's fix is unsafe here, if it is: the file uses one of `unsafe_if_uses`, and
+    /// not every path to this finding calls one of `unless_uses` (in the innermost function, or
+    /// at module level).
+    pub(super) fn unsafe_by_context(&self, rule: &Rule) -> Option<String> {
+        let used: Vec<&str> = rule
+            .unsafe_if_uses
+            .iter()
+            .filter(|n| self.facts.uses_any(std::slice::from_ref(*n)))
+            .map(|n| n.as_str())
+            .collect();
+        let unless = rule.unless_uses.join(", ");
         if !facts::unsafe_here(rule, self.facts) {
             // No process launch in sight: single-process only if this file is the program.
-            return !rule.unless_uses.is_empty() && !self.facts.program;
+            return (!rule.unless_uses.is_empty() && !self.facts.program).then(|| {
+                format!(
+                    "this module is not a program and does not call {unless}: whether it runs in one process or several is decided elsewhere"
+                )
+            });
         }
+        let why = format!("this file uses {}", used.join(", "));
         if rule.unless_uses.is_empty() {
-            return true;
+            return Some(format!(
+                "{why}, whose code may take these values: check it is this program's"
+            ));
         }
         let Some(site) = self.stack.iter().rev().find_map(|n| n.as_stmt_ref()) else {
-            return true;
+            return Some(format!(
+                "{why}, and not every run of this code calls {unless}"
+            ));
         };
         let site = site.start();
         let is_wrap = |c: &ExprCall| {
@@ -183,7 +224,7 @@ impl<'a> Checker<'a> {
             }
             None => facts::called_with(module, site, &is_wrap),
         };
-        !covered
+        (!covered).then(|| format!("{why}, and not every run of this code calls {unless}"))
     }
 
     /// [`Checker::value`] of an argument written as the text at `range` (the expression with
@@ -221,5 +262,18 @@ impl<'a> Checker<'a> {
             literal,
             atomic: is_atomic(e),
         }
+    }
+}
+
+/// Why an argument of kind `kind` makes the fix unsafe: the rule's `fix_safety` where it has
+/// one, else what is not known about the argument.
+fn unsafe_kind_note(v: &Variant, param: &str, text: &str, kind: ArgKind) -> String {
+    let what = match kind {
+        ArgKind::Missing => format!("`{param}` is not given"),
+        _ => format!("`{param}` is `{text}`, {}", template::kind_name(kind)),
+    };
+    match &v.fix_safety {
+        Some(s) => format!("{what}: {s}"),
+        None => format!("{what}: the rewrite is proven only for the other kinds of argument"),
     }
 }

@@ -9,7 +9,7 @@ use ruff_text_size::Ranged;
 use super::Checker;
 use crate::port::diagnostic::Diagnostic;
 use crate::port::edit::Edit;
-use crate::port::rules::{Action, Rule};
+use crate::port::rules::{Action, Variant};
 use crate::port::template;
 
 impl<'a> Checker<'a> {
@@ -44,14 +44,16 @@ impl<'a> Checker<'a> {
             fix: None,
             note: None,
         };
-        match renamed_to(rule, q) {
+        match renamed_to(self.v(rule), q) {
             Some((to, keeps_arguments)) => {
                 let (text, import) = template::qualify(to, &self.ctx_at(range));
                 let fix = self.make_fix(
                     rule,
                     vec![Edit::replace(range, text)],
                     import.into_iter().collect(),
-                    !keeps_arguments,
+                    (!keeps_arguments).then(|| {
+                        format!("named, not called: the calls through this name must pass their arguments as `{to}` takes them")
+                    }),
                 );
                 if !keeps_arguments {
                     d.note = Some(format!(
@@ -91,19 +93,19 @@ impl Checker<'_> {
 
 /// The name a call rule renames `q` to, and whether the arguments stay exactly as they are
 /// (a rename) rather than being rebuilt (`to` with `args` that only pass parameters on).
-fn renamed_to<'r>(rule: &'r Rule, q: &str) -> Option<(&'r str, bool)> {
-    match rule.action.as_ref()? {
+fn renamed_to<'r>(v: &'r Variant, q: &str) -> Option<(&'r str, bool)> {
+    match v.action.as_ref()? {
         Action::Rename(map) => map
             .get("*")
             .or_else(|| map.get(q))
             .map(|t| (t.as_str(), true)),
         Action::Call { to: Some(to), args } if !to.starts_with('.') => {
-            let passes_on = rule.convert.is_empty()
+            let passes_on = v.convert.is_empty()
                 && args.iter().all(|a| {
                     let a = a.split_once('=').map(|(_, v)| v).unwrap_or(a);
                     a.strip_prefix('{')
                         .and_then(|a| a.strip_suffix('}'))
-                        .is_some_and(|p| rule.params.iter().any(|x| x == p))
+                        .is_some_and(|p| v.params.iter().any(|x| x == p))
                 });
             passes_on.then_some((to.as_str(), false))
         }

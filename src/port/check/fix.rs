@@ -11,12 +11,23 @@ use super::{Checker, Match};
 use crate::port::diagnostic::Diagnostic;
 use crate::port::edit::{self, Edit, Fix};
 use crate::port::parse;
-use crate::port::rules::{Action, FixClass, Matcher, RemoveKind, Rule};
+use crate::port::rules::{
+    Action, FixClass, Matcher, Portable, REPLACES_CUDA, RemoveKind, Rule, Target,
+};
 use crate::port::template::{self, Ctx, Skip};
+
+/// Why a fix that uses an argument twice is unsafe.
+pub(super) const TWICE: &str = "an argument would be evaluated twice: check it has no side effects, or bind it to a name first";
 
 impl<'a> Checker<'a> {
     pub(super) fn emit(&mut self, m: Match<'a>) {
         if let Some(d) = self.diagnostic(&m) {
+            // A fix that extends a CUDA test to the TPU (`x.is_cuda` → `x.device.type in
+            // ("cuda", "tpu")`) goes only where the code the test selects is right on a TPU.
+            if d.fix.is_some() && self.v(self.rule(m.rule)).extends {
+                let at = self.stack.clone();
+                self.remember_extension(&at, m.range, d.range);
+            }
             self.diags.push(d);
         }
     }
@@ -45,7 +56,7 @@ impl<'a> Checker<'a> {
             fix: None,
             note: None,
         };
-        if let Some(action) = &rule.action {
+        if let Some(action) = &self.v(rule).action {
             match self.build_fix(rule, action, m) {
                 Ok(fix) if fix.edits.iter().all(|e| self.text(e.range) == e.content) => {
                     return None;
@@ -59,7 +70,8 @@ impl<'a> Checker<'a> {
         }
         // A fix that drops a keyword must see its value: `mode=args.mode` may be what the
         // program asks for on every machine (or None, which would make the removal harmless).
-        if let (Some(Action::Remove(RemoveKind::Keyword)), Some(kw)) = (&rule.action, m.keyword)
+        if let (Some(Action::Remove(RemoveKind::Keyword)), Some(kw)) =
+            (&self.v(rule).action, m.keyword)
             && d.fix
                 .as_ref()
                 .is_some_and(|f| f.applicability == FixClass::Safe)
@@ -83,7 +95,8 @@ impl<'a> Checker<'a> {
         Some(self.finalize(d))
     }
 
-    /// Drop fixes that touch a region with a syntax error.
+    /// Drop fixes that touch a region with a syntax error; an unsafe fix keeps its reason as
+    /// the finding's note; under `--to portable`, a fix that only replaces CUDA is unsafe.
     pub(super) fn finalize(&self, mut d: Diagnostic) -> Diagnostic {
         if let Some(fix) = &d.fix
             && fix
@@ -94,30 +107,71 @@ impl<'a> Checker<'a> {
             d.fix = None;
             d.note = Some("inside a region with a syntax error: fix the syntax error first".into());
         }
+        if let Some(fix) = d.fix.as_mut() {
+            let why = fix.why_unsafe.take();
+            if fix.applicability == FixClass::Unsafe && d.note.is_none() {
+                d.note = why;
+            }
+        }
+        let rule = self.rule(d.rule);
+        if self.target == Target::Portable && matches!(rule.portable, Portable::Replaces) {
+            d.make_unsafe(REPLACES_CUDA);
+        }
         d
     }
 
+    /// A fix of the rule's class, or unsafe where `downgrade` (the reason) or the place says
+    /// so: it would delete a comment, it is a probe in a `try`, it sits in code about CUDA.
     pub(super) fn make_fix(
         &self,
         rule: &Rule,
         edits: Vec<Edit>,
         imports: Vec<String>,
-        downgrade: bool,
+        downgrade: Option<String>,
     ) -> Fix {
-        let loses_comment = edits.iter().any(|e| self.parsed.has_comment_in(e.range));
-        let mut applicability = rule.fix;
-        let by_context = self.unsafe_by_context(rule)
-            || self.is_probe_in_try()
-            || self.in_cuda_named_code(rule)
-            || self.in_xla_backend_class(rule);
-        if (downgrade || loses_comment || by_context) && applicability > FixClass::Unsafe {
-            applicability = FixClass::Unsafe;
+        let v = self.v(rule);
+        let mut applicability = v.fix;
+        let mut why = (v.fix == FixClass::Unsafe)
+            .then(|| v.fix_safety.clone())
+            .flatten();
+        if applicability > FixClass::Unsafe {
+            let loses_comment = || {
+                edits
+                    .iter()
+                    .any(|e| self.parsed.has_comment_in(e.range))
+                    .then(|| {
+                        "the edit would delete a comment: keep what it says by hand".to_string()
+                    })
+            };
+            let reason = downgrade
+                .or_else(loses_comment)
+                .or_else(|| self.unsafe_by_context(rule))
+                .or_else(|| {
+                    self.is_probe_in_try().then(|| {
+                        "a call inside `try` whose only job is to see whether it raises: the rewritten call may not raise where the original did".to_string()
+                    })
+                })
+                .or_else(|| {
+                    self.in_cuda_named_code(rule).then(|| {
+                        "in code about CUDA itself (named for CUDA, or reading the CUDA toolkit or hardware): check it is not asking about CUDA on purpose".to_string()
+                    })
+                })
+                .or_else(|| {
+                    self.in_xla_backend_class(rule).then(|| {
+                        "in a class implementing an XLA backend or accelerator: giving it TorchTPU is that framework's port".to_string()
+                    })
+                });
+            if reason.is_some() {
+                applicability = FixClass::Unsafe;
+                why = reason;
+            }
         }
         Fix {
             edits,
             applicability,
             imports,
             exclusive: None,
+            why_unsafe: why,
         }
     }
 
@@ -170,7 +224,7 @@ impl<'a> Checker<'a> {
                     rule,
                     vec![Edit::replace(target, text)],
                     import.into_iter().collect(),
-                    false,
+                    None,
                 ))
             }
             Action::Replace(t) => {
@@ -183,11 +237,14 @@ impl<'a> Checker<'a> {
                 let values = self.bind(rule, m)?;
                 let r = self.render(t, &values, rule, target)?;
                 let text = self.parenthesize(target, r.text);
+                let downgrade = values
+                    .downgrade
+                    .or_else(|| r.duplicated.then(|| TWICE.to_string()));
                 Ok(self.make_fix(
                     rule,
                     vec![Edit::replace(target, text)],
                     r.imports,
-                    r.duplicated || values.downgrade,
+                    downgrade,
                 ))
             }
             Action::Call { to, args } => {
@@ -213,7 +270,8 @@ impl<'a> Checker<'a> {
                     self.rewrite_arguments(rule, call, args, &values)?;
                 edits.extend(arg_edits);
                 imports.extend(arg_imports);
-                Ok(self.make_fix(rule, edits, imports, dup || values.downgrade))
+                let downgrade = values.downgrade.or_else(|| dup.then(|| TWICE.to_string()));
+                Ok(self.make_fix(rule, edits, imports, downgrade))
             }
             Action::Remove(RemoveKind::Keyword) => {
                 let call = m.call.ok_or("not a call")?;
@@ -227,11 +285,11 @@ impl<'a> Checker<'a> {
                     rule,
                     vec![delete_item(&items, idx, call, self.src)],
                     vec![],
-                    false,
+                    None,
                 ))
             }
             Action::Remove(RemoveKind::Statement) => {
-                if !rule.params.is_empty() {
+                if !self.v(rule).params.is_empty() {
                     // Arguments can stop the removal (`xm.mark_step(wait=True)`).
                     self.bind(rule, m)?;
                 }
@@ -254,7 +312,7 @@ impl<'a> Checker<'a> {
         action: &Action,
         mut fix: Fix,
     ) -> Result<Fix, String> {
-        let Some(note) = &rule.note else {
+        let Some(note) = &self.v(rule).note else {
             return Ok(fix);
         };
         let Some(pos) = self.stack.iter().rposition(|n| n.as_stmt_ref().is_some()) else {
@@ -310,7 +368,7 @@ impl<'a> Checker<'a> {
         rule: &Rule,
         site: TextRange,
     ) -> Result<template::Rendered, String> {
-        template::render(t, &values.values, &rule.convert, &self.ctx_at(site)).map_err(
+        template::render(t, &values.values, &self.v(rule).convert, &self.ctx_at(site)).map_err(
             |e| match e {
                 Skip::Missing => "a required argument is missing".to_string(),
                 Skip::Manual(why) => why,

@@ -22,13 +22,20 @@
 //!   device="cuda:0")`).
 //!
 //! In a program the same fixes stay safe: the program is what is being ported.
+//!
+//! Under `--to portable` (the default) the CUDA users of a library keep what they had, so two
+//! of these go: CUDA's AMP APIs become the accelerator's (CUDA keeps float16 and its scaler), and
+//! a device chosen by a CUDA check (`"cuda" if torch.cuda.is_available() else "cpu"`, or the same
+//! as an `if`/`else` of assignments) becomes the current accelerator's where one is available:
+//! the same on CUDA, the TPU on a TPU VM (where the original trains on the CPU), and MPS or XPU
+//! on those machines, which the rules' advice says.
 
 use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor, TraversalSignal};
 use ruff_python_ast::{self as ast, AnyNodeRef};
 use ruff_text_size::{Ranged, TextRange};
 
 use crate::port::diagnostic::Diagnostic;
-use crate::port::rules::{Action, FixClass, RuleSet};
+use crate::port::rules::{Action, FixClass, RuleSet, Target};
 
 const SETTING_NOTE: &str = "unsafe: this file is a library module (no `__main__` block or \
     module-level call), imported by CUDA users too; the CUDA setting it removes does nothing on a \
@@ -104,13 +111,29 @@ fn innermost(functions: &[TextRange], range: TextRange) -> Option<TextRange> {
         .copied()
 }
 
-/// Comparisons, function bodies, and the optional packages imported inside functions (the
-/// innermost function, the package).
+/// Comparisons, function bodies, the optional packages imported inside functions (the
+/// innermost function, the package), and device choices: a test whose branches pick a device
+/// and `"cpu"` (`"cuda" if torch.cuda.is_available() else "cpu"`, or an `if`/`else` assigning
+/// them), with the range of the device branch.
 #[derive(Default)]
 struct Compares<'a> {
     compares: Vec<TextRange>,
     functions: Vec<TextRange>,
     optional: Vec<(TextRange, &'a str)>,
+    choices: Vec<(TextRange, TextRange)>,
+}
+
+/// Is the expression the string `"cpu"`?
+fn is_cpu(e: &ast::Expr) -> bool {
+    matches!(e, ast::Expr::StringLiteral(s) if s.value.to_str() == "cpu")
+}
+
+/// The value a block assigns when it is one plain assignment.
+fn assigned(body: &[ast::Stmt]) -> Option<&ast::Expr> {
+    match body {
+        [ast::Stmt::Assign(a)] => Some(&a.value),
+        _ => None,
+    }
 }
 
 impl<'a> SourceOrderVisitor<'a> for Compares<'a> {
@@ -118,6 +141,24 @@ impl<'a> SourceOrderVisitor<'a> for Compares<'a> {
         let root = match node {
             AnyNodeRef::ExprCompare(c) => {
                 self.compares.push(c.range());
+                None
+            }
+            AnyNodeRef::ExprIf(e) if is_cpu(&e.orelse) => {
+                self.choices.push((e.test.range(), e.body.range()));
+                None
+            }
+            // `if cuda: device = "cuda" else: device = "cpu"`; or a chain that also tests
+            // another backend (`elif mps: ...`), which keeps its CUDA test and gets an
+            // accelerator branch (together/branch.rs).
+            AnyNodeRef::StmtIf(i)
+                if (i.elif_else_clauses.len() == 1
+                    && i.elif_else_clauses[0].test.is_none()
+                    && assigned(&i.elif_else_clauses[0].body).is_some_and(is_cpu))
+                    || i.elif_else_clauses.iter().any(|c| c.test.is_some()) =>
+            {
+                if let Some(v) = assigned(&i.body) {
+                    self.choices.push((i.test.range(), v.range()));
+                }
                 None
             }
             AnyNodeRef::StmtFunctionDef(f) => {
@@ -153,7 +194,9 @@ pub(super) fn keep_library_settings(
     path: Option<&std::path::Path>,
     body: &[ast::Stmt],
     diags: &mut [Diagnostic],
+    to: Target,
 ) {
+    let portable = to == Target::Portable;
     let safe = |d: &Diagnostic| {
         d.fix
             .as_ref()
@@ -161,7 +204,8 @@ pub(super) fn keep_library_settings(
     };
     let setting = |d: &Diagnostic| {
         let r = &rules.rules[d.rule];
-        matches!(r.family.as_str(), "ENV" | "PRC") && matches!(r.action, Some(Action::Remove(_)))
+        matches!(r.family.as_str(), "ENV" | "PRC")
+            && matches!(r.literal.action, Some(Action::Remove(_)))
     };
     let backend = |d: &Diagnostic| rules.rules[d.rule].family == "DST";
     // A test module is run, not imported: its CUDA checks are the tests' own.
@@ -173,7 +217,7 @@ pub(super) fn keep_library_settings(
     // DEV001's and stays safe.
     let amp = |d: &Diagnostic| {
         let r = &rules.rules[d.rule];
-        r.family == "AMP" && r.when.is_empty()
+        r.family == "AMP" && r.when.is_empty() && !(portable && r.portable_differs())
     };
     // torch.compile's backend, mode and Inductor settings (CMP).
     let compile = |d: &Diagnostic| rules.rules[d.rule].family == "CMP";
@@ -186,10 +230,30 @@ pub(super) fn keep_library_settings(
     for stmt in body {
         source_order::walk_stmt(&mut compares, stmt);
     }
+    // A device chosen by the check, ported with it (portable mode only).
+    let fixed_device = |r: TextRange| {
+        diags
+            .iter()
+            .any(|d| safe(d) && rules.rules[d.rule].family == "DEV" && r.contains_range(d.range))
+    };
+    let choices: Vec<TextRange> = if portable {
+        compares
+            .choices
+            .iter()
+            .filter(|(_, device)| {
+                // A device to port with the check, or one already ported (no finding left).
+                fixed_device(*device) || !diags.iter().any(|d| device.contains_range(d.range))
+            })
+            .map(|(test, _)| *test)
+            .collect()
+    } else {
+        vec![]
+    };
+    let chooses = |d: &Diagnostic| choices.iter().any(|t| t.contains_range(d.range));
     for d in diags.iter_mut().filter(|d| safe(d)) {
         let note = if setting(d) {
             SETTING_NOTE
-        } else if check(d) {
+        } else if check(d) && !chooses(d) {
             CHECK_NOTE
         } else if amp(d) {
             AMP_NOTE

@@ -32,6 +32,7 @@ mod bind;
 mod called;
 mod comments;
 mod cuda_only;
+mod extend;
 mod fix;
 mod flow;
 mod foreign;
@@ -43,6 +44,7 @@ mod named;
 mod names;
 mod own;
 mod params;
+mod portable;
 mod probe;
 mod remove;
 mod roles;
@@ -64,7 +66,7 @@ use super::diagnostic::Diagnostic;
 use super::facts::{self, FileFacts};
 use super::index::RuleIndex;
 use super::parse::Parsed;
-use super::rules::{Rule, RuleSet};
+use super::rules::{Rule, RuleSet, Target, Variant};
 use super::semantic::Semantic;
 
 pub struct Checker<'a> {
@@ -83,6 +85,11 @@ pub struct Checker<'a> {
     cuda_defs: OnceCell<HashMap<String, String>>,
     /// The attribute names of attribute rules that the program defines itself (`own.rs`).
     own_attributes: OnceCell<HashMap<String, own::OwnAttribute>>,
+    /// Which machine the fixes write for (`--to`).
+    target: Target,
+    /// Fixes that extend a CUDA test to the TPU, with the code the test selects
+    /// (`portable.rs`): kept off in `finish` where that code is not right on a TPU.
+    extensions: Vec<extend::Extension>,
 }
 
 /// Run the rules over one parsed module. `facts` describe the file as the user gave it (not
@@ -110,6 +117,8 @@ pub fn check(
         import_names: sem.import_names(),
         cuda_defs: OnceCell::new(),
         own_attributes: OnceCell::new(),
+        target: facts.to,
+        extensions: vec![],
     };
     for stmt in &parsed.module.body {
         c.visit_stmt(stmt);
@@ -208,6 +217,11 @@ impl<'a> Checker<'a> {
                     || !amp.iter().any(|a| a.contains_range(d.range))
             });
         }
+        // A comparison extended to the TPU is kept CUDA's where the code it selects is not
+        // right on a TPU.
+        let mut diags = std::mem::take(&mut self.diags);
+        self.keep_unported_extensions(&mut diags);
+        self.diags = diags;
         // What makes single fixes unsafe runs first, so that `together` carries it to the test
         // or the code that goes with them.
         if let Some(via) = self.triton_import() {
@@ -220,6 +234,7 @@ impl<'a> Checker<'a> {
                 path,
                 &self.parsed.module.body,
                 &mut self.diags,
+                self.target,
             );
         }
         runtimes::keep_runtime_devices(self.src, self.rules, &mut self.diags);
@@ -241,7 +256,11 @@ impl<'a> Checker<'a> {
                 path.is_some_and(|p| crate::port::neighbours::imported_cuda_flag(p, i, name))
             };
             let guards = together::Guards::of(module, defs, &imported_flag);
-            together::keep_together(self.src, self.rules, &guards, &mut self.diags);
+            let portable = self.target == Target::Portable;
+            let done =
+                together::keep_together(self.src, self.rules, &guards, &mut self.diags, portable);
+            self.diags
+                .retain(|d| d.fix.is_some() || !done.contains(&d.range));
         }
         self.diags.sort_by_key(|d| (d.range.start(), d.rule));
         let mut diags = std::mem::take(&mut self.diags);
@@ -302,6 +321,11 @@ impl<'a> Checker<'a> {
         &self.rules.rules[i]
     }
 
+    /// The rule's fix in this run's mode (`--to`).
+    fn v<'r>(&self, rule: &'r Rule) -> &'r Variant {
+        rule.variant(self.target)
+    }
+
     fn is_active(&self, i: usize) -> bool {
         self.active[i] && facts::applies_here(self.rule(i), self.facts)
     }
@@ -333,12 +357,17 @@ impl<'a> Checker<'a> {
     }
 }
 
-/// The text `migrate` leaves (with every built-in rule), for the unit tests of the checks.
+/// The text `migrate --to tpu` leaves (with every built-in rule), for the unit tests of the
+/// checks.
 #[cfg(test)]
 pub(super) fn migrated(src: &str, unsafe_fixes: bool) -> String {
     use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
     let rules = RuleSet::builtin();
     let index = RuleIndex::new(&rules);
-    let out = migrate_source(src, &rules, &index, Settings { unsafe_fixes });
+    let settings = Settings {
+        unsafe_fixes,
+        to: Target::Tpu,
+    };
+    let out = migrate_source(src, &rules, &index, settings);
     out.output.unwrap_or_else(|| src.to_string())
 }

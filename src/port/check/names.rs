@@ -86,7 +86,7 @@ impl<'a> Checker<'a> {
             reference: None,
             keyword: None,
         };
-        let Ok(b) = self.bind(rule, &m) else {
+        let Ok(b) = self.bind_with(&rule.literal, rule, &m) else {
             return false;
         };
         rule.when.iter().all(|(param, allowed)| {
@@ -117,10 +117,13 @@ impl<'a> Checker<'a> {
     fn reference_fits(&self, i: usize, called: bool, range: ruff_text_size::TextRange) -> bool {
         let rule = self.rule(i);
         if called {
-            return !matches!(rule.action, Some(crate::port::rules::Action::Replace(_)));
+            return !matches!(
+                rule.literal.action,
+                Some(crate::port::rules::Action::Replace(_))
+            );
         }
         let advice_only =
-            rule.action.is_none() && matches!(rule.family.as_str(), "LIB" | "ATN" | "KRN");
+            rule.literal.action.is_none() && matches!(rule.family.as_str(), "LIB" | "ATN" | "KRN");
         !(advice_only
             && (matches!(
                 self.stack.last(),

@@ -95,7 +95,7 @@ impl<'a> Checker<'a> {
         string_match: bool,
     ) -> Result<Fix, String> {
         let (edit, block, removed) = self.remove_statement(target, depth, string_match)?;
-        let mut fix = self.make_fix(rule, vec![edit], vec![], false);
+        let mut fix = self.make_fix(rule, vec![edit], vec![], None);
         // The comment that described the statement alone goes with it (not a lost comment:
         // it would no longer be true).
         if let Some(c) = edit::leading_comments(self.src, removed) {

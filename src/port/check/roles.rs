@@ -110,10 +110,16 @@ impl<'a> Checker<'a> {
                         }
                         None => {
                             // `assertEqual(x.device.type, "cuda")`: an equality check
-                            // compares like `==` does.
+                            // compares like `==` does (`assertIn` like `in`).
                             let equality = matches!(
                                 callee.rsplit('.').next(),
-                                Some("assertEqual" | "assertNotEqual" | "assert_equal")
+                                Some(
+                                    "assertEqual"
+                                        | "assertNotEqual"
+                                        | "assert_equal"
+                                        | "assertIn"
+                                        | "assertNotIn"
+                                )
                             );
                             if equality && c.arguments.args.len() >= 2 {
                                 for a in c.arguments.args[..2].iter().filter(|a| a.range() != child)

@@ -7,19 +7,28 @@ use ruff_text_size::{Ranged, TextRange, TextSize};
 use super::Checker;
 use super::roles::Role;
 use crate::port::diagnostic::Diagnostic;
-use crate::port::edit::Edit;
-use crate::port::rules::{Action, Matcher, RemoveKind, StringForm};
+use crate::port::edit::{Edit, Fix};
+use crate::port::rules::{Action, Matcher, Portable, RemoveKind, StringForm, Target};
+
+/// The portable rewrite of one string.
+pub(super) enum Form {
+    Fix(Fix),
+    /// No fix, with the reason.
+    Kept(String),
+    /// Already portable (a comparison that names the TPU too): no finding.
+    Done,
+}
 
 /// A string literal or f-string, with what a rewrite of its static text needs.
 pub(super) struct StringSite {
-    range: TextRange,
-    form: StringForm,
-    form_range: TextRange,
+    pub(super) range: TextRange,
+    pub(super) form: StringForm,
+    pub(super) form_range: TextRange,
     /// How many ancestors on the stack belong to the form expression itself.
-    depth: usize,
-    static_text: String,
+    pub(super) depth: usize,
+    pub(super) static_text: String,
     /// (static start, static end, source start) of pieces copied verbatim from the source.
-    segments: Vec<(usize, usize, TextSize)>,
+    pub(super) segments: Vec<(usize, usize, TextSize)>,
     /// For plain literals with escapes: rewrite the whole literal.
     requote: Option<(TextRange, ast::StringLiteralFlags)>,
 }
@@ -150,7 +159,9 @@ impl<'a> Checker<'a> {
                         .any(|c| self.class_matches(c, roles, rule.min_args));
                     if in_position {
                         let flow_veto = flow_veto.clone();
-                        let mut d = self.string_diagnostic(i, &site);
+                        let Some(mut d) = self.string_diagnostic(i, &site) else {
+                            return;
+                        };
                         let device = classes
                             .iter()
                             .any(|c| c.contains("device") || c == "map-location");
@@ -176,13 +187,20 @@ impl<'a> Checker<'a> {
                 }
             }
         }
-        if let Some(i) = fallback_hit {
-            let d = self.string_diagnostic(i, &site);
+        if let Some(i) = fallback_hit
+            && let Some(d) = self.string_diagnostic(i, &site)
+        {
             self.fallbacks.push(d);
         }
     }
 
-    pub(super) fn string_diagnostic(&self, rule_idx: usize, site: &StringSite) -> Diagnostic {
+    /// The finding on a string, with its fix; None where the string is already portable (a
+    /// comparison that names the TPU too).
+    pub(super) fn string_diagnostic(
+        &mut self,
+        rule_idx: usize,
+        site: &StringSite,
+    ) -> Option<Diagnostic> {
         let rule = self.rule(rule_idx);
         let mut d = Diagnostic {
             rule: rule_idx,
@@ -191,7 +209,16 @@ impl<'a> Checker<'a> {
             fix: None,
             note: None,
         };
-        match &rule.action {
+        let portable = matches!(rule.portable, Portable::Device | Portable::Backend);
+        if self.target == Target::Portable && portable {
+            match self.portable_string(rule, site) {
+                Form::Fix(fix) => d.fix = Some(fix),
+                Form::Kept(note) => d.note = Some(note),
+                Form::Done => return None,
+            }
+            return Some(self.finalize(d));
+        }
+        match &self.v(rule).action {
             Some(Action::String(replacement)) => {
                 let Matcher::String { regex, .. } = &rule.matcher else {
                     unreachable!()
@@ -200,14 +227,14 @@ impl<'a> Checker<'a> {
                     .replace(&site.static_text, replacement.as_str())
                     .into_owned();
                 match string_edit(&site.static_text, &new, &site.segments) {
-                    Some(edit) => d.fix = Some(self.make_fix(rule, vec![edit], vec![], false)),
+                    Some(edit) => d.fix = Some(self.make_fix(rule, vec![edit], vec![], None)),
                     None => match site.requote {
                         Some((range, flags)) => {
                             let quote = flags.quote_str();
                             let prefix = &self.src[usize::from(range.start())..usize::from(range.start() + flags.opener_len() - flags.quote_len())];
                             let escaped = new.replace('\\', "\\\\").replace(quote, &format!("\\{quote}"));
                             let text = format!("{prefix}{quote}{escaped}{quote}");
-                            d.fix = Some(self.make_fix(rule, vec![Edit::replace(range, text)], vec![], false));
+                            d.fix = Some(self.make_fix(rule, vec![Edit::replace(range, text)], vec![], None));
                         }
                         None => d.note = Some("the string is built from parts that cannot be edited separately: edit it by hand".into()),
                     },
@@ -222,7 +249,7 @@ impl<'a> Checker<'a> {
             Some(_) => d.note = Some("this action does not apply to strings".into()),
             None => {}
         }
-        self.finalize(d)
+        Some(self.finalize(d))
     }
 }
 

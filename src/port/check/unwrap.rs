@@ -30,7 +30,7 @@ impl<'a> Checker<'a> {
             })
             .ok_or("not the context manager of a `with` statement")?;
         let edit = unwrap_with(self.src, with, call.range())?;
-        Ok(self.make_fix(rule, vec![edit], vec![], false))
+        Ok(self.make_fix(rule, vec![edit], vec![], None))
     }
 }
 

@@ -149,15 +149,12 @@ fn text_and_json_findings_name_the_cell() {
         r.text
     );
     let json_view = View { json: true, ..view };
-    let r = process(
-        path,
-        "nb.ipynb",
-        &text,
-        &rules,
-        &index,
-        Settings::default(),
-        json_view,
-    );
+    // The literal port edits inside the string (the portable one replaces it whole).
+    let literal = Settings {
+        to: crate::port::Target::Tpu,
+        ..Settings::default()
+    };
+    let r = process(path, "nb.ipynb", &text, &rules, &index, literal, json_view);
     assert!(r.text.is_empty());
     let d = &r.json[0];
     assert_eq!((d["cell"].as_u64(), d["line"].as_u64()), (Some(2), Some(3)));

@@ -6,8 +6,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use anyhow::{Result, anyhow, bail};
 use regex::Regex;
 
-use super::model::{Action, Lint, Matcher, Note, PositionPattern, Rule};
-use super::schema::{ActionDef, FixClass, NoteWhere, RemoveKind, RenameDef, RuleDef, StringForm};
+use super::model::{Action, Lint, Matcher, Note, Portable, PositionPattern, Rule, Variant};
+use super::schema::{
+    ActionDef, FixClass, NoteWhere, PortableDef, PortableKind, RemoveKind, RenameDef, RuleDef,
+    StringForm,
+};
 
 fn glob_to_regex(glob: &str) -> Result<Regex, String> {
     let mut re = String::from("(?i)^");
@@ -45,6 +48,7 @@ pub(super) fn compile_rule(
     origin: &str,
     line: usize,
     positions: &HashMap<String, Vec<PositionPattern>>,
+    file_portable: Option<PortableKind>,
 ) -> Result<Rule> {
     let m = def.matcher;
     let kinds = [
@@ -205,24 +209,132 @@ pub(super) fn compile_rule(
         .transpose()?;
 
     let act = def.action.unwrap_or_default();
-    let params = act.params.clone().unwrap_or_default();
-    if let Some(p) = when.keys().find(|p| !keyword_when && !params.contains(*p)) {
-        bail!("`match.when` names `{p}`, which is not one of the action's `params`");
-    }
-    let action = compile_action(&act, &matcher)?;
-    let own_fix = matches!(&matcher, Matcher::Lint(l) if l.fixes());
-    if def.fix != FixClass::Manual && action.is_none() && !own_fix {
+    if act.fix.is_some() || act.fix_safety.is_some() || act.extends {
         bail!(
-            "fix = \"{}\" needs an [rule.action]; use fix = \"manual\" for a diagnostic-only rule",
-            def.fix.as_str()
+            "`fix`, `fix_safety` and `extends` belong in [rule.portable]; the rule's own are keys of the rule"
         );
     }
-    if def.fix == FixClass::Manual && action.is_some() {
+    if let Some(p) = when
+        .keys()
+        .find(|p| !keyword_when && !act.params.as_ref().is_some_and(|ps| ps.contains(*p)))
+    {
+        bail!("`match.when` names `{p}`, which is not one of the action's `params`");
+    }
+    let own_fix = matches!(&matcher, Matcher::Lint(l) if l.fixes());
+    let literal = compile_variant(def.fix, def.fix_safety.clone(), &act, &matcher, own_fix)?;
+    let writes_tpu = literal.action.as_ref().is_some_and(|a| a.writes_tpu())
+        || literal
+            .convert
+            .values()
+            .any(|c| c.templates().any(|t| writes_tpu_text(t)));
+    let portable = match def.portable {
+        None => match file_portable {
+            Some(k) => portable_kind(k, &matcher)?,
+            None if writes_tpu && literal.fix != FixClass::Manual => Portable::Replaces,
+            None => Portable::Same,
+        },
+        Some(PortableDef::Kind(k)) => portable_kind(k, &matcher)?,
+        Some(PortableDef::Action(a)) => {
+            let fix = a.fix.unwrap_or(def.fix);
+            let safety = a.fix_safety.clone().or(def.fix_safety.clone());
+            let mut v = compile_variant(fix, safety, &a, &matcher, false)?;
+            v.extends = a.extends;
+            Portable::Own(Box::new(v))
+        }
+    };
+    check_qualified(&def.unsafe_if_uses)?;
+    check_qualified(&def.unless_uses)?;
+    check_qualified(&def.only_if_uses)?;
+    check_qualified(&def.not_if_uses)?;
+    check_qualified(&def.remove_after)?;
+    check_qualified(&def.safe_after)?;
+    Ok(Rule {
+        id: def.id,
+        family: family.to_string(),
+        name: def.name,
+        message: def.message,
+        advice: def.advice,
+        matcher,
+        literal,
+        portable,
+        receiver,
+        min_args: m.min_args,
+        when,
+        example: def.example,
+        unsafe_if_uses: def.unsafe_if_uses,
+        unless_uses: def.unless_uses,
+        only_if_uses: def.only_if_uses,
+        not_if_uses: def.not_if_uses,
+        remove_after: def.remove_after,
+        safe_after: def.safe_after,
+        needles,
+        origin: origin.to_string(),
+        line,
+    })
+}
+
+/// Does template text name a TorchTPU thing (`"tpu"`, `tpu_dist`, `torch.tpu.*`, `.is_tpu`)?
+fn writes_tpu_text(t: &str) -> bool {
+    let b = t.as_bytes();
+    t.match_indices("tpu").any(|(i, _)| {
+        let before = i.checked_sub(1).map(|j| b[j]);
+        !before.is_some_and(|c| c.is_ascii_alphanumeric())
+    })
+}
+
+impl Action {
+    /// Does the action write a TorchTPU name (the literal port)?
+    pub(super) fn writes_tpu(&self) -> bool {
+        match self {
+            Action::Rename(m) => m.values().any(|t| writes_tpu_text(t)),
+            Action::Replace(t) | Action::String(t) | Action::Assign(t) => writes_tpu_text(t),
+            Action::Call { to, args } => {
+                to.as_deref().is_some_and(writes_tpu_text)
+                    || args.iter().any(|a| writes_tpu_text(a))
+            }
+            Action::Remove(_) | Action::Unwrap => false,
+        }
+    }
+}
+
+fn portable_kind(k: PortableKind, matcher: &Matcher) -> Result<Portable> {
+    let string = matches!(matcher, Matcher::String { .. });
+    Ok(match k {
+        PortableKind::Same => Portable::Same,
+        PortableKind::None => Portable::Replaces,
+        PortableKind::Device | PortableKind::Backend if !string => {
+            bail!("portable = \"device\" and \"backend\" work with `string` matches only")
+        }
+        PortableKind::Device => Portable::Device,
+        PortableKind::Backend => Portable::Backend,
+    })
+}
+
+/// One mode's fix: the action, its parameters and templates, checked.
+fn compile_variant(
+    fix: FixClass,
+    fix_safety: Option<String>,
+    act: &ActionDef,
+    matcher: &Matcher,
+    own_fix: bool,
+) -> Result<Variant> {
+    let params = act.params.clone().unwrap_or_default();
+    let action = compile_action(act, matcher)?;
+    if fix != FixClass::Manual && action.is_none() && !own_fix {
+        bail!(
+            "fix = \"{}\" needs an [rule.action]; use fix = \"manual\" for a diagnostic-only rule",
+            fix.as_str()
+        );
+    }
+    if fix == FixClass::Manual && action.is_some() {
         bail!("fix = \"manual\" rules must not have an [rule.action]; use \"safe\" or \"unsafe\"");
     }
-    for p in act.convert.keys() {
+    for (p, c) in &act.convert {
         if !params.contains(p) {
             bail!("[rule.action.convert.{p}]: `{p}` is not in `params`");
+        }
+        if let Some(re) = &c.manual_text {
+            Regex::new(re).map_err(|e| anyhow!("[rule.action.convert.{p}] manual_text: {e}"))?;
         }
     }
     // Placeholders in templates must name parameters (or the built-ins).
@@ -261,38 +373,15 @@ pub(super) fn compile_rule(
     if act.note_in.is_some() && note.is_none() {
         bail!("`note_in` needs a `note`");
     }
-    check_qualified(&def.unsafe_if_uses)?;
-    check_qualified(&def.unless_uses)?;
-    check_qualified(&def.only_if_uses)?;
-    check_qualified(&def.not_if_uses)?;
-    check_qualified(&def.remove_after)?;
-    check_qualified(&def.safe_after)?;
-    Ok(Rule {
-        id: def.id,
-        family: family.to_string(),
-        name: def.name,
-        message: def.message,
-        advice: def.advice,
-        fix: def.fix,
-        matcher,
+    Ok(Variant {
+        fix,
         action,
         params,
         pass_rest: act.pass_rest,
-        convert: act.convert,
-        receiver,
-        min_args: m.min_args,
-        when,
-        example: def.example,
+        convert: act.convert.clone(),
         note,
-        unsafe_if_uses: def.unsafe_if_uses,
-        unless_uses: def.unless_uses,
-        only_if_uses: def.only_if_uses,
-        not_if_uses: def.not_if_uses,
-        remove_after: def.remove_after,
-        safe_after: def.safe_after,
-        needles,
-        origin: origin.to_string(),
-        line,
+        fix_safety,
+        extends: false,
     })
 }
 

@@ -178,8 +178,15 @@ impl RuleSet {
                     .into());
                 }
                 seen.insert(def.id.clone(), path.clone());
-                let rule = compile_rule(def, &file.family, &path, line, &set.positions)
-                    .map_err(|e| err(e.to_string()))?;
+                let rule = compile_rule(
+                    def,
+                    &file.family,
+                    &path,
+                    line,
+                    &set.positions,
+                    file.portable,
+                )
+                .map_err(|e| err(e.to_string()))?;
                 set.rules.push(rule);
             }
             set.files.push(RuleFile {

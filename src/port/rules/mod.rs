@@ -19,7 +19,11 @@ pub mod schema;
 
 pub use compile::placeholders;
 pub use load::{BUILTIN, RuleError};
-pub use model::{Action, Helper, Lint, Matcher, Note, PositionPattern, Rule, RuleFile, RuleSet};
+pub use model::{
+    Action, Helper, Lint, Matcher, Note, Portable, PositionPattern, REPLACES_CUDA, Rule, RuleFile,
+    RuleSet, Variant,
+};
 pub use schema::{
-    ArgKind, ConvertDef, Example, FixClass, NoteWhere, RemoveKind, StringForm, UnwrapKind,
+    ArgKind, ConvertDef, Example, FixClass, NoteWhere, PortableKind, RemoveKind, StringForm,
+    Target, UnwrapKind,
 };

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use anyhow::{Result, bail};
 use regex::Regex;
 
-use super::schema::{ConvertDef, Example, FixClass, RemoveKind, StringForm};
+use super::schema::{ConvertDef, Example, FixClass, RemoveKind, StringForm, Target};
 
 /// A helper function that fixes may call (inserted and removed by `port::helpers`).
 #[derive(Debug, Clone)]
@@ -200,6 +200,43 @@ pub enum Action {
     Assign(String),
 }
 
+/// What a rule's fix does in one mode: its class, its action and what the action binds.
+#[derive(Debug)]
+pub struct Variant {
+    pub fix: FixClass,
+    pub action: Option<Action>,
+    pub params: Vec<String>,
+    pub pass_rest: bool,
+    pub convert: BTreeMap<String, ConvertDef>,
+    /// A comment the fix leaves at the statement.
+    pub note: Option<Note>,
+    /// Why the fix is unsafe: the note of every finding whose fix is unsafe by the rule.
+    pub fix_safety: Option<String>,
+    /// The fix extends a CUDA test to the TPU; kept off where the code the test selects is not
+    /// right on a TPU (`check/portable.rs`).
+    pub extends: bool,
+}
+
+/// What a rule does under `--to portable` (the default).
+#[derive(Debug)]
+pub enum Portable {
+    /// The literal fix keeps CUDA as it was (`torch.cuda.synchronize` →
+    /// `torch.accelerator.synchronize`): the same in both modes.
+    Same,
+    /// No portable form: the literal fix replaces CUDA, so it is unsafe under `--to portable`.
+    Replaces,
+    /// A CUDA device string becomes the current accelerator's, by where it sits
+    /// (`check/portable.rs`).
+    Device,
+    /// An NCCL backend name becomes the current accelerator's default backend.
+    Backend,
+    /// Another fix.
+    Own(Box<Variant>),
+}
+
+/// The note of a fix that only `--to tpu` makes safe.
+pub const REPLACES_CUDA: &str = "replaces CUDA: the program would no longer run on the machine it was written for; --to tpu ports literally";
+
 #[derive(Debug)]
 pub struct Rule {
     pub id: String,
@@ -207,19 +244,16 @@ pub struct Rule {
     pub name: String,
     pub message: String,
     pub advice: Option<String>,
-    pub fix: FixClass,
     pub matcher: Matcher,
-    pub action: Option<Action>,
-    pub params: Vec<String>,
-    pub pass_rest: bool,
-    pub convert: BTreeMap<String, ConvertDef>,
+    /// The fix under `--to tpu` (and under `--to portable` where [`Portable::Same`] or
+    /// [`Portable::Replaces`]).
+    pub literal: Variant,
+    pub portable: Portable,
     pub receiver: Option<Regex>,
     pub min_args: Option<usize>,
     /// Calls match only where each of these parameters is one of the listed string literals.
     pub when: BTreeMap<String, Vec<String>>,
     pub example: Option<Example>,
-    /// A comment the fix leaves at the statement.
-    pub note: Option<Note>,
     /// The fix is unsafe in files that use one of these names and none of `unless_uses`.
     pub unsafe_if_uses: Vec<String>,
     pub unless_uses: Vec<String>,
@@ -242,6 +276,27 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// The fix in mode `to`.
+    pub fn variant(&self, to: Target) -> &Variant {
+        match (to, &self.portable) {
+            (Target::Portable, Portable::Own(v)) => v,
+            _ => &self.literal,
+        }
+    }
+
+    /// The class of the rule's fix in mode `to` (a finding's may be lower).
+    pub fn fix_class(&self, to: Target) -> FixClass {
+        match (to, &self.portable) {
+            (Target::Portable, Portable::Replaces) => self.literal.fix.min(FixClass::Unsafe),
+            _ => self.variant(to).fix,
+        }
+    }
+
+    /// Does the portable mode rewrite this rule's matches differently from `--to tpu`?
+    pub fn portable_differs(&self) -> bool {
+        !matches!(self.portable, Portable::Same) && self.literal.fix != FixClass::Manual
+    }
+
     /// What else decides the rule's effect, one line each, for `tpuport rule ID`: the files it
     /// applies to, when its fix is only unsafe, the comment it leaves.
     pub fn conditions(&self) -> Vec<String> {
@@ -294,7 +349,7 @@ impl Rule {
                 self.remove_after.join(", ")
             ));
         }
-        if let Some(n) = &self.note {
+        if let Some(n) = &self.literal.note {
             let place = if n.only_in_loop {
                 " (inside loops, and where it leaves a bare `pass`)"
             } else {

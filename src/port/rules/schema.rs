@@ -19,6 +19,62 @@ pub enum FixClass {
     Safe,
 }
 
+/// Which machine a migration writes for (`tpuport migrate --to`, `to =` in the configuration).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    /// The default: a fix keeps what the program does on the machine it was written for (CUDA,
+    /// or a CPU) and makes it right on a TPU: `torch.accelerator.current_accelerator()`, the
+    /// accelerator's default backend, comparisons extended to `"tpu"`.
+    #[default]
+    Portable,
+    /// Literal TorchTPU names (`"tpu"`, `"tpu_dist"`, `.to("tpu")`): for owners who leave CUDA
+    /// behind.
+    Tpu,
+}
+
+impl Target {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Target::Portable => "portable",
+            Target::Tpu => "tpu",
+        }
+    }
+}
+
+impl std::str::FromStr for Target {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "portable" => Ok(Target::Portable),
+            "tpu" => Ok(Target::Tpu),
+            other => Err(format!(
+                "`{other}` is not a target: use \"portable\" (the default) or \"tpu\""
+            )),
+        }
+    }
+}
+
+/// What a rule does under `--to portable`, in a rule file: `portable = "same"` (its fix keeps
+/// CUDA as it was, e.g. `torch.accelerator.*`), `"none"` (no portable form: the fix replaces
+/// CUDA, so it is unsafe there), `"device"` / `"backend"` (a CUDA device string or NCCL name
+/// becomes the current accelerator's, by where it sits), or a table: another action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PortableKind {
+    Same,
+    None,
+    Device,
+    Backend,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum PortableDef {
+    Kind(PortableKind),
+    Action(Box<ActionDef>),
+}
+
 impl FixClass {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -90,6 +146,10 @@ pub(super) struct RuleFileDef {
     /// the segments of its qualified names): `["torch_xla"]`.
     #[serde(default)]
     pub(super) needles: Option<Vec<String>>,
+    /// The default `portable` of the file's rules (`"same"` for the PyTorch/XLA families: their
+    /// programs run on a TPU already).
+    #[serde(default)]
+    pub(super) portable: Option<PortableKind>,
     #[serde(default, rename = "rule")]
     pub(super) rules: Vec<RuleDef>,
     /// Helper definitions that fixes may call (`_tpuport_rank()`), inserted once per file.
@@ -116,10 +176,19 @@ pub(super) struct RuleDef {
     #[serde(default)]
     pub(super) advice: Option<String>,
     pub(super) fix: FixClass,
+    /// Why the fix is unsafe (required with `fix = "unsafe"` in the built-in rules): the note
+    /// every unsafe finding of the rule carries.
+    #[serde(default)]
+    pub(super) fix_safety: Option<String>,
     #[serde(rename = "match")]
     pub(super) matcher: MatchDef,
     #[serde(default)]
     pub(super) action: Option<ActionDef>,
+    /// The fix under `--to portable` (the default); absent: `"same"`, or `"none"` where the
+    /// action writes a TorchTPU name (`"tpu"`, `tpu_dist`, `torch.tpu.*`) and the file sets no
+    /// other default.
+    #[serde(default)]
+    pub(super) portable: Option<PortableDef>,
     #[serde(default)]
     pub(super) example: Option<Example>,
     #[serde(default)]
@@ -193,6 +262,15 @@ pub(super) struct ActionDef {
     pub(super) note: Option<String>,
     /// Where the note is left: `"always"` (default) or only `"loop"` (inside a for/while).
     pub(super) note_in: Option<NoteWhere>,
+    /// `[rule.portable]` only: the portable fix's class (default: the rule's `fix`)...
+    pub(super) fix: Option<FixClass>,
+    /// ...why it is unsafe...
+    pub(super) fix_safety: Option<String>,
+    /// ...and whether it extends a CUDA test to the TPU (`x.device.type in ("cuda", "tpu")`):
+    /// such a fix is kept off where the code the test selects is not right on a TPU (a float16
+    /// GradScaler, CUDA streams, Triton).
+    #[serde(default)]
+    pub(super) extends: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -236,9 +314,29 @@ pub struct ConvertDef {
     /// Argument kinds for which no fix is offered.
     #[serde(default, rename = "manual")]
     pub manual_for: Vec<ArgKind>,
+    /// A regex: an argument whose source text matches gets no fix (`'(?i)device'`: a
+    /// `torch.device` where an index is wanted).
+    #[serde(default)]
+    pub manual_text: Option<String>,
 }
 
 impl ConvertDef {
+    /// Every template the conversion holds.
+    pub fn templates(&self) -> impl Iterator<Item = &String> {
+        [
+            &self.missing,
+            &self.none,
+            &self.int,
+            &self.string,
+            &self.true_,
+            &self.false_,
+            &self.other,
+        ]
+        .into_iter()
+        .flatten()
+        .chain(self.literal.values())
+    }
+
     pub fn template(&self, kind: ArgKind) -> Option<&str> {
         match kind {
             ArgKind::Missing => self.missing.as_deref(),
@@ -256,5 +354,10 @@ impl ConvertDef {
 #[serde(deny_unknown_fields)]
 pub struct Example {
     pub before: String,
+    /// `before` migrated with `--to tpu --unsafe-fixes`.
     pub after: String,
+    /// `before` migrated with `--unsafe-fixes` under the default `--to portable`, where that
+    /// differs from `after`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub portable: Option<String>,
 }

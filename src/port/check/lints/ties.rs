@@ -85,6 +85,7 @@ impl Checker<'_> {
             applicability: FixClass::Safe,
             imports: vec!["torch".into()],
             exclusive: None,
+            why_unsafe: None,
         };
         vec![Found {
             range: first_move,

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor, TraversalSignal};
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr};
-use ruff_text_size::{Ranged, TextRange};
+use ruff_text_size::{Ranged, TextRange, TextSize};
 
 use crate::port::check::cuda_only::CUDA_ONLY_ROOTS;
 
@@ -106,6 +106,35 @@ pub(super) struct Clause {
     pub(super) rejects: bool,
 }
 
+/// A chain whose first clause only picks a device (`if torch.cuda.is_available(): device =
+/// "cuda"`, or `"cuda" if torch.cuda.is_available() else ...`): under `--to portable` it gets an
+/// accelerator branch (`branch.rs`) where it also tests another backend.
+pub(super) struct Branch {
+    /// The first clause's test.
+    pub(super) test: TextRange,
+    /// Its body: the statements, or the conditional expression's value.
+    pub(super) body: TextRange,
+    pub(super) kind: BranchKind,
+}
+
+pub(super) enum BranchKind {
+    /// An `if` statement (starting at `start`): the branch goes before its `else` (at `before`),
+    /// or after its end.
+    Stmt {
+        start: TextSize,
+        before: Option<TextSize>,
+        end: TextSize,
+    },
+    /// A conditional expression: the branch replaces its last `else` value.
+    Expr { last: TextRange },
+}
+
+/// A statement that only binds a value (`device = "cuda"`, `self.device = ...`).
+fn binds(s: &ast::Stmt) -> bool {
+    matches!(s, ast::Stmt::Assign(a) if a.targets.len() == 1
+        && matches!(a.targets[0], Expr::Name(_) | Expr::Attribute(_)))
+}
+
 /// Does this block start by rejecting what reaches it?
 fn rejects(body: &[ast::Stmt]) -> bool {
     match body.first() {
@@ -173,6 +202,23 @@ impl Collect<'_> {
             })
             .collect();
         self.g.chains.push(clauses);
+        let elifs = s.elif_else_clauses.iter().any(|c| c.test.is_some());
+        if elifs
+            && (1..=3).contains(&s.body.len())
+            && s.body.iter().all(binds)
+            && let Some(body) = block(&s.body)
+        {
+            let last = s.elif_else_clauses.last();
+            self.g.branches.push(Branch {
+                test: s.test.range(),
+                body,
+                kind: BranchKind::Stmt {
+                    start: s.start(),
+                    before: last.filter(|c| c.test.is_none()).map(|c| c.start()),
+                    end: s.end(),
+                },
+            });
+        }
         let mut arms: Vec<TextRange> = block(&s.body).into_iter().collect();
         for (i, c) in s.elif_else_clauses.iter().enumerate() {
             arms.push(c.range());
@@ -224,6 +270,26 @@ impl<'a: 'd, 'd> SourceOrderVisitor<'a> for Collect<'d> {
                 chain: vec![b.range],
             }),
             AnyNodeRef::ExprIf(e) => {
+                // `"cuda" if cuda else "mps" if mps else "cpu"`: its last `else` value.
+                let device = matches!(e.body.as_ref(), Expr::StringLiteral(_) | Expr::Call(_));
+                let mut last = e.orelse.as_ref();
+                while let Expr::If(inner) = last {
+                    last = inner.orelse.as_ref();
+                }
+                if device
+                    && matches!(e.orelse.as_ref(), Expr::If(_))
+                    && !self
+                        .g
+                        .branches
+                        .iter()
+                        .any(|b| b.body.contains_range(e.range))
+                {
+                    self.g.branches.push(Branch {
+                        test: e.test.range(),
+                        body: e.body.range(),
+                        kind: BranchKind::Expr { last: last.range() },
+                    });
+                }
                 self.g.guards.push(Guard {
                     test: e.test.range(),
                     arms: vec![e.body.range(), e.orelse.range()],
@@ -353,6 +419,8 @@ pub(in crate::port::check) struct Guards {
     pub(super) flags: HashMap<String, TextRange>,
     /// Where the flags are read.
     pub(super) flag_uses: Vec<(String, TextRange)>,
+    /// Chains that pick a device first, for an accelerator branch.
+    pub(super) branches: Vec<Branch>,
 }
 
 impl Guards {
@@ -409,6 +477,7 @@ impl Guards {
                 chains: vec![],
                 flags,
                 flag_uses: vec![],
+                branches: vec![],
             },
         };
         for stmt in body {

@@ -25,6 +25,7 @@
 //! Repeated until nothing changes, since a test that loses its fix leaves CUDA behind for an
 //! enclosing one.
 
+mod branch;
 mod collect;
 
 pub(super) use collect::Guards;
@@ -108,8 +109,20 @@ fn demote(
 }
 
 /// Apply the module comment's rules to `diags` (all findings of the module) until nothing
-/// changes.
-pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut [Diagnostic]) {
+/// changes. With `portable` (`--to portable`), a device, stream or autocast in code that a test
+/// still asking about CUDA selects keeps its fix: the portable form is CUDA's own on a CUDA
+/// machine, and that code does not run on a TPU (the test sends the TPU elsewhere).
+///
+/// Returns the findings that need nothing more: a CUDA check whose chain already has the
+/// accelerator branch the portable port adds.
+pub(super) fn keep_together(
+    src: &str,
+    rules: &RuleSet,
+    g: &Guards,
+    diags: &mut [Diagnostic],
+    portable: bool,
+) -> Vec<TextRange> {
+    let mut done = vec![];
     let family = |d: &Diagnostic| rules.rules[d.rule].family.as_str();
     let ported = |d: &Diagnostic| matches!(family(d), "CUD" | "DEV" | "DST");
     // Where the CUD/DEV/DST findings are (blanked out when a test is searched for another
@@ -177,7 +190,7 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
         demote(diags, &in_tests, true, &note);
     }
     // A chain with a TPU (or PyTorch/XLA) branch: its other branches are for other devices.
-    for chain in &g.chains {
+    for chain in g.chains.iter().filter(|_| !portable) {
         let tests: Vec<TextRange> = chain.iter().filter_map(|c| c.test).collect();
         let Some(tpu) = naming(&TPU_BRANCH, src, &tests, &findings) else {
             continue;
@@ -232,14 +245,51 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
                     }
                 };
                 if diags.iter().any(check) {
-                    let note = format!(
-                        "this chain also tests for another backend (line {}: `{}`), and \
-                         torch.accelerator.is_available() is true there too, so the CUDA branch \
-                         would take that backend over; add a TPU branch by hand",
-                        line_of(src, other.start()),
-                        snippet(src, other)
-                    );
-                    changed |= demote(diags, &check, false, &note);
+                    // Portable: the CUDA branch stays, and an accelerator branch goes in before
+                    // the chain's last clause (once; afterwards the chain has it).
+                    let added = branch::has_accelerator_branch(src, &guard.chain);
+                    let fix = g
+                        .branches
+                        .iter()
+                        .find(|b| b.test == guard.test)
+                        .filter(|_| portable && added.is_none())
+                        .and_then(|b| branch::accelerator_branch(src, b));
+                    let note = match added {
+                        Some(at) if portable => format!(
+                            "not rewritten: this chain also tests for another backend (line {}: \
+                             `{}`) and has an accelerator branch (line {}), where a TPU goes; \
+                             the CUDA branch stays CUDA's",
+                            line_of(src, other.start()),
+                            snippet(src, other),
+                            line_of(src, at.start())
+                        ),
+                        _ => format!(
+                            "this chain also tests for another backend (line {}: `{}`), and \
+                             torch.accelerator.is_available() is true there too, so the CUDA \
+                             branch would take that backend over; add a TPU branch by hand",
+                            line_of(src, other.start()),
+                            snippet(src, other)
+                        ),
+                    };
+                    match fix {
+                        Some(fix) => {
+                            for d in diags.iter_mut().filter(|d| check(d)) {
+                                if d.fix.as_ref().map(|f| &f.edits) != Some(&fix.edits) {
+                                    d.fix = Some(fix.clone());
+                                    d.note = None;
+                                    changed = true;
+                                }
+                            }
+                        }
+                        None if added.is_some() && portable => {
+                            for d in diags.iter_mut().filter(|d| check(d)) {
+                                d.keep(note.clone());
+                                done.push(d.range);
+                                changed = true;
+                            }
+                        }
+                        None => changed |= demote(diags, &check, false, &note),
+                    }
                 }
             }
             let test_left = left(diags, guard.test, false);
@@ -281,7 +331,9 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
                 }
             }
             for (l, safe_only) in [(test_left, false), (left(diags, guard.test, true), true)] {
-                let Some(l) = l else { continue };
+                let Some(l) = l.filter(|_| !portable) else {
+                    continue;
+                };
                 let in_arms = |d: &Diagnostic| {
                     d.fix.is_some()
                         && matches!(family(d), "DEV" | "STM" | "AMP")
@@ -318,7 +370,7 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
         })
         .flatten()
         .collect();
-    for (name, body) in &g.helpers {
+    for (name, body) in g.helpers.iter().filter(|_| !portable) {
         let calls: Vec<TextRange> = g.calls[name]
             .iter()
             .copied()
@@ -344,6 +396,7 @@ pub(super) fn keep_together(src: &str, rules: &RuleSet, g: &Guards, diags: &mut 
         );
         demote(diags, &in_body, true, &note);
     }
+    done
 }
 
 /// What a test selects for CUDA that is CUDA's choice, not the program's device: the test's

@@ -5,16 +5,16 @@ CPU-only laptop for that. Installed right after ``import torch`` (only when torc
 it makes the script's CUDA the CPU:
 
 - ``"cuda"``, ``"cuda:N"``, ``torch.device("cuda")``, a bare index (``.to(local_rank)``) in
-  factories, ``.to``, ``Module.to`` become the CPU; ``x.cuda()`` and ``model.cuda()`` stay on the CPU; ``x.pin_memory()`` returns ``x``;
+  factories, ``.to``, ``Module.to`` and ``torch.load``'s ``map_location`` become the CPU; ``x.cuda()`` and ``model.cuda()`` stay on the CPU; ``x.pin_memory()`` returns ``x``;
 - ``torch.cuda`` answers the script's calls for one device: available, count 1, index 0,
   ``synchronize`` and ``empty_cache`` do nothing, memory figures 0, events timed on the host,
   streams in order (torch's own callers keep the host's answers: no CUDA);
-- ``torch.accelerator`` answers as on that one-GPU machine: available, ``current_accelerator()``
-  ``device(type='cuda')`` (so a portable port, written for "the current accelerator", takes the
-  path the original takes on CUDA, and its tensors go where the original's go: the CPU), one
-  device, index 0, memory figures 0; torch's own callers keep the host's answers;
 - ``torch.autocast("cuda", dtype)`` is the CPU's autocast with that dtype, ``GradScaler("cuda")``
-  the CPU's scaler; ``init_process_group("nccl")`` uses gloo.
+  the CPU's scaler; ``init_process_group("nccl")`` uses gloo;
+- ``torch.accelerator`` answers as on a one-GPU CUDA machine (the portable port's calls:
+  ``current_accelerator()`` is ``cuda`` even with ``check_available=True``, so the port takes
+  the path the original takes on CUDA and its tensors go where the original's go, the CPU;
+  available, one device, index 0, memory figures 0), and ``torch.Event()``/``torch.Stream()`` without a device are the host's.
 
 Numbers are the CPU's float32 (no TF32), which is what the comparison wants as its reference.
 """
@@ -40,10 +40,9 @@ def _is_cuda(d):
 def install(torch):
     if torch.cuda.is_available():
         return False  # the script's CUDA is real: nothing to map
-    cuda = torch.device("cuda")  # made before the device mode, which makes "cuda" the CPU
+    _accelerator(torch)  # first: its `cuda` device is made before the device mode maps "cuda"
     _devices(torch)
     _cuda_api(torch)
-    _accelerator(torch, cuda)
     _amp(torch)
     _distributed(torch)
     return True
@@ -62,6 +61,11 @@ def _devices(torch):
             if func is pin_memory or func is tensor_cuda:
                 return args[0]
             kwargs = dict(kwargs or {})
+            if func is original_device and (
+                (args and isinstance(args[0], str) and _is_cuda(args[0]))
+                or _is_cuda(kwargs.get("type"))
+            ):
+                return cpu  # torch.device("cuda", i): the host has one device
             if _is_cuda(kwargs.get("device")):
                 kwargs["device"] = cpu
             if args and _is_cuda(args[0]) and (func is original_device or getattr(func, "__name__", "") == "to"):
@@ -81,6 +85,14 @@ def _devices(torch):
 
     torch.nn.Module.to = to
     torch.nn.Module.cuda = lambda self, device=None: self
+    load = torch.load
+
+    def load_on_cpu(f, map_location=None, *args, **kwargs):
+        if _is_cuda(map_location):
+            map_location = cpu  # a checkpoint mapped to the CUDA device: the host's
+        return load(f, map_location, *args, **kwargs)
+
+    torch.load = load_on_cpu
     CudaOnCpu().__enter__()
 
 
@@ -186,18 +198,16 @@ def _cuda_api(torch):
             setattr(cuda, name, _for_script(fn, host, name))
 
 
-def _accelerator(torch, cuda):
-    """``torch.accelerator`` for the script's calls: the one CUDA device the script was written
-    for (whose tensors the device mode puts on the CPU)."""
-    accelerator = getattr(torch, "accelerator", None)
-    if accelerator is None:
-        return
+def _accelerator(torch):
+    """``torch.accelerator`` as a one-GPU CUDA machine answers the script (torch's own callers
+    keep the host's answers), so a portable port takes CUDA's path here as on its machine."""
+    acc = torch.accelerator
+    cuda = torch.device("cuda")
     nothing = lambda *a, **k: None  # noqa: E731
     zero = lambda *a, **k: 0  # noqa: E731
-    total = _Properties().total_memory
     patches = {
-        "is_available": lambda: True,
         "current_accelerator": lambda check_available=False: cuda,
+        "is_available": lambda: True,
         "device_count": lambda: 1,
         "current_device_index": lambda: 0,
         "current_device_idx": lambda: 0,
@@ -213,14 +223,33 @@ def _accelerator(torch, cuda):
         "reset_peak_memory_stats": nothing,
         "reset_accumulated_memory_stats": nothing,
         "memory_stats": lambda *a, **k: {},
-        "get_memory_info": lambda device=None: (total, total),
-        "current_stream": lambda device=None: Stream(),
+        "get_memory_info": lambda *a: (_Properties().total_memory, _Properties().total_memory),
+        "current_stream": lambda *a: Stream(),
         "set_stream": nothing,
     }
     for name, fn in patches.items():
-        host = getattr(accelerator, name, None)
+        host = getattr(acc, name, None)
         if host is not None:
-            setattr(accelerator, name, _for_script(fn, host, name))
+            setattr(acc, name, _for_script(fn, host, name))
+    torch.Event = _for_script_class(torch.Event, Event)
+    torch.Stream = _for_script_class(torch.Stream, Stream)
+
+
+def _for_script_class(original, host):
+    """``torch.Event()``/``torch.Stream()`` without a device (or on "cuda") made by the script:
+    the host's; torch's own (Dynamo subclasses ``torch.Event``) stay as they are."""
+    from tpuport_agent.sim_cuda import is_user_frame
+
+    class ForScript(original):
+        def __new__(cls, *args, **kwargs):
+            device = args[0] if args else kwargs.get("device")
+            if cls is ForScript and (device is None or _is_cuda(device)) and is_user_frame():
+                kwargs.pop("device", None)
+                return host(**kwargs)
+            return original.__new__(cls, *args, **kwargs)
+
+    ForScript.__name__ = ForScript.__qualname__ = original.__name__
+    return ForScript
 
 
 def _for_script(fn, host, name):

@@ -39,6 +39,8 @@ complete -c tpuport -n "__fish_tpuport_needs_command" -f -a "tune" -d 'Which Tor
 complete -c tpuport -n "__fish_tpuport_needs_command" -f -a "completions" -d 'Print a shell completion script: `tpuport completions bash > ~/.local/share/bash-completion/completions/tpuport` (zsh: a file `_tpuport` on $fpath; fish: ~/.config/fish/completions/tpuport.fish)'
 complete -c tpuport -n "__fish_tpuport_needs_command" -f -a "man" -d 'Write the man pages (tpuport.1 and one per command, tpuport-migrate.1, ...) into a folder'
 complete -c tpuport -n "__fish_tpuport_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l to -d 'Which machine the fixes write for. `portable` (the default): the program keeps doing what it did on its CUDA machine and is right on a TPU too (`torch.accelerator. current_accelerator()`, the accelerator\'s default backend, comparisons extended to the TPU). `tpu`: TorchTPU\'s literal names (`"tpu"`, `"tpu_dist"`, `.to("tpu")`), for code that leaves CUDA behind' -r -f -a "portable\t''
+tpu\t''"
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l config -d 'The configuration file (`pyproject.toml` with `[tool.tpuport]`, or `tpuport.toml`) instead of the one found above the first path' -r -F
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l select -d 'Only run these rules: ids or prefixes, comma separated (e.g. `DEV,CUD004`)' -r
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l ignore -d 'Skip these rules: ids or prefixes, comma separated' -r

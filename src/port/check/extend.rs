@@ -1,0 +1,304 @@
+//! Comparisons extended to the TPU (`--to portable`): `x == "cuda"` → `x in ("cuda", "tpu")`,
+//! `self.assertEqual(t.device.type, "cuda")` → `self.assertIn(..., ("cuda", "tpu"))`, and the
+//! code such a test selects: an extension is kept off (with a note) where that code is not right
+//! on a TPU: a float16 GradScaler or autocast that no safe fix moves to the accelerator, CUDA
+//! side streams, CUDA-only libraries and machinery.
+
+use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor};
+use ruff_python_ast::{self as ast, AnyNodeRef, CmpOp, Expr};
+use ruff_text_size::{Ranged, TextRange};
+
+use super::Checker;
+use super::cuda_only::cuda_only_name;
+use super::portable::quote_of;
+use super::strings::StringSite;
+use crate::port::diagnostic::Diagnostic;
+use crate::port::edit::Edit;
+use crate::port::rules::{Action, FixClass, Matcher, Rule, StringForm};
+
+/// A fix that extends a CUDA test to the TPU, and the code the test selects.
+pub(super) struct Extension {
+    /// The finding's range.
+    pub(super) finding: TextRange,
+    pub(super) selects: Vec<TextRange>,
+}
+
+impl<'a> Checker<'a> {
+    /// `x == "cuda"` → `x in ("cuda", "tpu")`.
+    pub(super) fn extend_equal(
+        &self,
+        rule: &Rule,
+        site: &StringSite,
+        c: &ast::ExprCompare,
+    ) -> Result<Vec<Edit>, String> {
+        let twin = self.twin(rule, site).ok_or(
+            "the TPU's name for this string cannot be built mechanically: extend the comparison by hand",
+        )?;
+        let other = if c.left.range() == site.form_range {
+            &c.comparators[0]
+        } else {
+            &c.left
+        };
+        let op = match c.ops[0] {
+            CmpOp::Eq => "in",
+            _ => "not in",
+        };
+        Ok(vec![Edit::replace(
+            c.range(),
+            format!(
+                "{} {op} ({}, {twin})",
+                self.text(other.range()),
+                self.text(site.form_range)
+            ),
+        )])
+    }
+
+    /// `"cuda" in device` → `("cuda" in device or "tpu" in device)` (`not in`: `and`), without the
+    /// parentheses where the test stands alone (an `if`'s, a conditional expression's, an
+    /// assignment's value, an argument).
+    pub(super) fn extend_substring(
+        &self,
+        rule: &Rule,
+        site: &StringSite,
+        c: &ast::ExprCompare,
+        at: &[AnyNodeRef<'a>],
+    ) -> Result<Vec<Edit>, String> {
+        let twin = self.twin(rule, site).ok_or(
+            "the TPU's name for this string cannot be built mechanically: extend the test by hand",
+        )?;
+        let name = self.text(c.comparators[0].range());
+        let (op, join) = match c.ops[0] {
+            CmpOp::In => ("in", "or"),
+            _ => ("not in", "and"),
+        };
+        let text = format!(
+            "{} {op} {name} {join} {twin} {op} {name}",
+            self.text(site.form_range)
+        );
+        let alone = match at.iter().rev().find(|n| n.range() != c.range()) {
+            Some(AnyNodeRef::StmtIf(i)) => i.test.range() == c.range(),
+            Some(AnyNodeRef::StmtWhile(w)) => w.test.range() == c.range(),
+            Some(AnyNodeRef::ExprIf(e)) => e.test.range() == c.range(),
+            Some(
+                AnyNodeRef::StmtAssign(_) | AnyNodeRef::Keyword(_) | AnyNodeRef::StmtReturn(_),
+            ) => true,
+            _ => false,
+        };
+        let text = if alone { text } else { format!("({text})") };
+        Ok(vec![Edit::replace(c.range(), text)])
+    }
+
+    /// `self.assertEqual(x, "cuda")` → `self.assertIn(x, ("cuda", "tpu"))`.
+    pub(super) fn extend_assert(
+        &self,
+        rule: &Rule,
+        site: &StringSite,
+        c: &ast::ExprCall,
+    ) -> Result<Vec<Edit>, String> {
+        let twin = self.twin(rule, site).ok_or(
+            "the TPU's name for this string cannot be built mechanically: extend the assertion by hand",
+        )?;
+        let Expr::Attribute(a) = c.func.as_ref() else {
+            return Err("not a method call".into());
+        };
+        let [first, second] = &c.arguments.args[..] else {
+            return Err("not two values".into());
+        };
+        let other = if first.range() == site.form_range {
+            second
+        } else {
+            first
+        };
+        let method = match a.attr.as_str() {
+            "assertEqual" => "assertIn",
+            _ => "assertNotIn",
+        };
+        Ok(vec![
+            Edit::replace(a.attr.range(), method),
+            Edit::replace(
+                TextRange::new(first.start(), second.end()),
+                format!(
+                    "{}, ({}, {twin})",
+                    self.text(other.range()),
+                    self.text(site.form_range)
+                ),
+            ),
+        ])
+    }
+
+    /// The TPU's twin of the string, quoted as it is (`"tpu"` for `"cuda"`, `'tpu_dist'` for
+    /// `'nccl'`): the literal fix's rewrite of its text.
+    pub(super) fn twin(&self, rule: &Rule, site: &StringSite) -> Option<String> {
+        let (Some(Action::String(replacement)), Matcher::String { regex, .. }) =
+            (&rule.literal.action, &rule.matcher)
+        else {
+            return None;
+        };
+        if site.form != StringForm::Plain {
+            return None;
+        }
+        let new = regex.replace(&site.static_text, replacement.as_str());
+        let quote = quote_of(self.text(site.range));
+        (!new.contains(['\\', quote, '\n'])).then(|| format!("{quote}{new}{quote}"))
+    }
+
+    /// Note the code a test selects, for [`Checker::keep_unported_extensions`].
+    pub(super) fn remember_extension(
+        &mut self,
+        at: &[AnyNodeRef<'a>],
+        test: TextRange,
+        finding: TextRange,
+    ) {
+        let selects = self.selected_by(at, test);
+        self.extensions.push(Extension { finding, selects });
+    }
+
+    /// The code the test at `test` (ancestors `at`) selects: the `if`/`while` it is the test of
+    /// (both branches), a conditional expression's branches, the statements that read the name
+    /// it is assigned to, or the statement it sits in.
+    fn selected_by(&self, at: &[AnyNodeRef<'a>], test: TextRange) -> Vec<TextRange> {
+        let mut child = test;
+        for (i, anc) in at.iter().enumerate().rev() {
+            if anc.range() == test {
+                continue;
+            }
+            match anc {
+                AnyNodeRef::ExprBoolOp(_)
+                | AnyNodeRef::ExprUnaryOp(_)
+                | AnyNodeRef::ExprCompare(_) => child = anc.range(),
+                AnyNodeRef::ExprIf(e) if e.test.range().contains_range(child) => {
+                    return vec![e.body.range(), e.orelse.range()];
+                }
+                AnyNodeRef::StmtAssign(_) => {
+                    let uses = self.uses_of_assigned(&at[..=i], child, true);
+                    let mut out: Vec<TextRange> = uses
+                        .iter()
+                        .filter_map(|(anc, _)| {
+                            anc.iter()
+                                .rev()
+                                .find(|n| n.as_stmt_ref().is_some())
+                                .map(|n| n.range())
+                        })
+                        .collect();
+                    out.push(anc.range());
+                    return out;
+                }
+                n if n.as_stmt_ref().is_some() => return vec![n.range()],
+                _ => child = anc.range(),
+            }
+        }
+        vec![test]
+    }
+
+    /// Take the fix off an extension (or make it unsafe) where the code its test selects is not
+    /// right on a TPU: a GradScaler or float16 autocast that no safe fix moves to the
+    /// accelerator, or CUDA-only code (streams, graphs, Triton).
+    pub(super) fn keep_unported_extensions(&self, diags: &mut [Diagnostic]) {
+        if self.extensions.is_empty() {
+            return;
+        }
+        let mut scan = Blockers {
+            checker: self,
+            found: vec![],
+        };
+        for stmt in &self.parsed.module.body {
+            scan.visit_stmt(stmt);
+        }
+        let amp: Vec<(TextRange, FixClass)> = diags
+            .iter()
+            .filter(|d| self.rule(d.rule).family == "AMP")
+            .filter_map(|d| d.fix.as_ref().map(|f| (d.range, f.applicability)))
+            .collect();
+        for ext in &self.extensions {
+            let Some(d) = diags.iter_mut().find(|d| d.range == ext.finding) else {
+                continue;
+            };
+            if d.fix.is_none() {
+                continue;
+            }
+            let inside = scan
+                .found
+                .iter()
+                .filter(|(r, _)| ext.selects.iter().any(|s| s.contains_range(*r)));
+            for (r, what) in inside {
+                let moved = amp
+                    .iter()
+                    .find(|(a, _)| a.contains_range(*r) || r.contains_range(*a));
+                let line = self.src[..r.start().to_usize()].matches('\n').count() + 1;
+                match moved {
+                    Some((_, FixClass::Safe)) => continue,
+                    Some(_) => {
+                        d.make_unsafe(&format!(
+                            "unsafe: the code this test selects has {what} (line {line}), whose fix is unsafe: they go together"
+                        ));
+                    }
+                    None => d.keep(format!(
+                        "not extended to the TPU: the code this test selects has {what} (line {line}), which is not right on a TPU; the comparison stays CUDA's"
+                    )),
+                }
+                break;
+            }
+        }
+    }
+}
+
+/// The code that is not right on a TPU, where an extension would send it there.
+struct Blockers<'c, 'a> {
+    checker: &'c Checker<'a>,
+    found: Vec<(TextRange, String)>,
+}
+
+impl<'a> SourceOrderVisitor<'a> for Blockers<'_, '_> {
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        match expr {
+            Expr::Call(c) => {
+                let q = self.checker.sem.qualified_name(&c.func);
+                let last = match c.func.as_ref() {
+                    Expr::Attribute(a) => a.attr.as_str(),
+                    Expr::Name(n) => n.id.as_str(),
+                    _ => "",
+                };
+                let dtype = c
+                    .arguments
+                    .find_keyword("dtype")
+                    .map(|k| self.checker.text(k.value.range()));
+                let half = dtype.is_some_and(|t| t.ends_with("float16") || t.ends_with(".half"));
+                if last == "GradScaler" {
+                    self.found.push((
+                        c.range(),
+                        "a float16 GradScaler (no TorchTPU kernels)".into(),
+                    ));
+                } else if last == "autocast"
+                    && (half
+                        || q.as_deref()
+                            .is_some_and(|q| q.starts_with("torch.cuda.amp"))
+                            && dtype.is_none())
+                {
+                    self.found.push((
+                        c.range(),
+                        "a float16 autocast (a TPU computes mixed precision in bfloat16)".into(),
+                    ));
+                }
+            }
+            Expr::Attribute(_) | Expr::Name(_) => {
+                if let Some(what) = self
+                    .checker
+                    .sem
+                    .qualified_name(expr)
+                    .and_then(|q| cuda_only_name(&q).or_else(|| cuda_stream(&q)))
+                {
+                    self.found.push((expr.range(), what));
+                    return;
+                }
+            }
+            _ => {}
+        }
+        source_order::walk_expr(self, expr);
+    }
+}
+
+/// CUDA side streams: one implicit stream on a TPU.
+fn cuda_stream(q: &str) -> Option<String> {
+    matches!(q, "torch.cuda.Stream" | "torch.cuda.stream")
+        .then(|| format!("`{q}` (CUDA side streams; a TPU has one implicit stream)"))
+}
