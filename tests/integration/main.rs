@@ -10,6 +10,8 @@ mod check;
 mod cli;
 mod common;
 mod config;
+mod doc_snippets;
+mod docs;
 mod errors;
 mod examples;
 mod fixtures;
