@@ -113,6 +113,28 @@ fn marker_blocks_are_found_with_their_commands() {
     let s = session("p.md", &blocks);
     assert!(s.contains("if [ $rc -gt 1 ]"), "{s}");
     assert!(s.contains("if [ $rc -gt 0 ]"), "{s}");
+    // A command that fails stops the session and is named; `cd` carries over to the next line.
+    let failing = [(
+        7,
+        vec![
+            "cd /".to_string(),
+            "test \"$PWD\" = /".to_string(),
+            "(exit 3)".to_string(),
+            "echo never".to_string(),
+        ],
+    )];
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(session("p.md", &failing))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(100), "{stderr}");
+    assert!(
+        stderr.contains("doc-test: exit 3 from p.md, block at line 7: (exit 3)"),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("never"));
 }
 
 #[test]
