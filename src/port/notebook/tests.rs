@@ -230,6 +230,9 @@ fn items_that_are_not_one_line_each_keep_their_text() {
         .iter()
         .map(|s| s.as_str().unwrap())
         .collect();
-    assert_eq!(source, "m = torch.nn.Linear(2, 2).to(\"tpu\")\n# a note\n");
+    assert_eq!(
+        source,
+        "m = torch.nn.Linear(2, 2).to(torch.accelerator.current_accelerator())\n# a note\n"
+    );
     assert!(run(&out).outcome.output.is_none());
 }

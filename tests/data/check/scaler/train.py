@@ -1,5 +1,6 @@
 """A float16 autocast with CUDA's loss scaler, on the GPU named by its index (`LOCAL_RANK`), as
-torchrun scripts do. `tpuport migrate` rewrites the scaler to `torch.amp.GradScaler("tpu",
+torchrun scripts do. `tpuport migrate --to tpu` (this folder's tpuport.toml: the literal port)
+rewrites the scaler to `torch.amp.GradScaler("tpu",
 enabled=False)` (AMP003: right on a TPU, which has no float16 scaler) and leaves the rest, so on
 the CUDA machine the port trains without its scaler: the scaler's first scale (65536) overflows
 the float16 gradients, so the original skips that step and the port does not. The "original
