@@ -484,7 +484,7 @@ struct MigrateArgs {
     /// Skip these rules: ids or prefixes, comma separated.
     #[arg(long, value_delimiter = ',')]
     ignore: Vec<String>,
-    /// Extra rule folder(s) holding *.toml rule files (see README, "Writing your own rules").
+    /// Extra rule folder(s) holding *.toml rule files (see docs/writing-rules.md).
     #[arg(long = "rules", value_name = "DIR")]
     rules: Vec<PathBuf>,
     /// Do not honour .gitignore/.ignore files or skip hidden files.

@@ -119,7 +119,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
     match read(&normalize(path), is_pyproject)? {
         Some(l) => Ok(l),
         None => bail!(
-            "{}: no [tool.tpuport] table; add one (see README, \"Configuration\") or pass another file to --config",
+            "{}: no [tool.tpuport] table; add one (see docs/configuration.md) or pass another file to --config",
             path.display()
         ),
     }
@@ -164,7 +164,7 @@ fn read(path: &Path, pyproject: bool) -> Result<Option<Loaded>> {
 fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> String {
     let (line, message) = located_toml_error(text, e);
     format!(
-        "{}:{line}: {message}; fix the configuration (see README, \"Configuration\") or pass --isolated to ignore it",
+        "{}:{line}: {message}; fix the configuration (see docs/configuration.md) or pass --isolated to ignore it",
         one_line(&path.display().to_string())
     )
 }

@@ -37,7 +37,7 @@ pub fn run(dir: &Path, update: bool) -> Result<Vec<RuleReport>> {
     ids.dedup();
     if ids.is_empty() {
         bail!(
-            "{} defines no rules: put *.toml rule files there (README, \"Writing your own rules\")",
+            "{} defines no rules: put *.toml rule files there (see docs/writing-rules.md)",
             dir.display()
         );
     }

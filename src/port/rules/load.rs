@@ -91,7 +91,7 @@ impl RuleSet {
                 RuleError {
                     path: path.clone(),
                     line,
-                    message: format!("{message}; see README.md, \"Writing your own rules\""),
+                    message: format!("{message}; see docs/writing-rules.md"),
                 }
             })?;
             for (name, pats) in &file.positions {
@@ -216,7 +216,7 @@ fn read_rule_dir(dir: &Path) -> Result<Vec<(String, String)>> {
     paths.sort();
     if paths.is_empty() {
         bail!(
-            "rule folder {} holds no *.toml files; see README.md, \"Writing your own rules\"",
+            "rule folder {} holds no *.toml files; see docs/writing-rules.md",
             one_line(&dir.display().to_string())
         );
     }

@@ -21,7 +21,7 @@ Installed by the agent right after ``import torch`` when the target is sim. It
   TorchTPU's ``is_tpu``/``.tpu()`` (``sim_cuda``).
 
 Tensors report the host device (``x.device.type == "cpu"``); code that branches on
-``device.type == "tpu"`` sees the host (see README, "The sim target").
+``device.type == "tpu"`` sees the host (see docs/sim.md).
 
 This module only installs: the state the patches share lives in ``state`` (which the other sim
 modules read, so none of them imports this one).

@@ -175,7 +175,7 @@ def sdpa_math(torch, query, key, value, attn_mask=None, dropout_p=0.0, is_causal
 
 
 def relative_error(torch, level, n=256, seed=0):
-    """Relative Frobenius error of an n x n float32 matmul at `level` against float64 (README table),
+    """Relative Frobenius error of an n x n float32 matmul at `level` against float64 (docs/sim.md, precision table),
     on the device "tpu" tensors live on (the emulating kernels are registered for it alone)."""
     g = torch.Generator().manual_seed(seed)
     a = torch.randn(n, n, generator=g, dtype=torch.float64).to(_HOST)

@@ -44,7 +44,7 @@ tpu\t''"
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l config -d 'The configuration file (`pyproject.toml` with `[tool.tpuport]`, or `tpuport.toml`) instead of the one found above the first path' -r -F
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l select -d 'Only run these rules: ids or prefixes, comma separated (e.g. `DEV,CUD004`)' -r
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l ignore -d 'Skip these rules: ids or prefixes, comma separated' -r
-complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l rules -d 'Extra rule folder(s) holding *.toml rule files (see README, "Writing your own rules")' -r -F
+complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l rules -d 'Extra rule folder(s) holding *.toml rule files (see docs/writing-rules.md)' -r -F
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l max-file-size -d 'Largest file to read, in megabytes [default: 8, or `max-file-size` in the configuration]' -r
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l output-format -d 'Output format for findings' -r -f -a "text\t'Findings with the source line and advice, then the diff'
 json\t'A JSON array of findings with byte-offset edits'
