@@ -34,7 +34,13 @@ def install(agent, torch):
         t = _first_tensor(torch, output)
         if t is None or not t.is_floating_point():
             return
-        flat = t.detach().reshape(-1)[:MAX_ELEMENTS].float().cpu().clone()
+        # The copy is the check's own, not the script's: not a host sync of the script (on a
+        # device it is one, and without this the sync counter put it on the module's line).
+        was, agent._in_sync = agent._in_sync, True
+        try:
+            flat = t.detach().reshape(-1)[:MAX_ELEMENTS].float().cpu().clone()
+        finally:
+            agent._in_sync = was
         calls.append((module, type(module).__name__, list(t.shape), flat))
 
     handle = torch.nn.modules.module.register_module_forward_hook(hook)

@@ -74,7 +74,11 @@ def finish(agent):
     torch, n = agent.torch, agent.numerics
     params = []
     if agent.last_optimizer is not None:
-        params = [p.detach().float().cpu() for g in agent.last_optimizer.param_groups for p in g["params"]]
+        was, agent._in_sync = agent._in_sync, True  # numerics' own copies: no sync of the script
+        try:
+            params = [p.detach().float().cpu() for g in agent.last_optimizer.param_groups for p in g["params"]]
+        finally:
+            agent._in_sync = was
     if n.get("save"):
         torch.save(params, n["save"])
     if n.get("compare"):
