@@ -16,8 +16,9 @@
 //! - [`rules`]: the rule files (schema, loader, compiler, compiled model); [`index`]: lookup
 //!   tables and the needle prefilter over a rule set; [`explain`](mod@explain): the text of
 //!   `tpuport rule`;
-//! - [`check`]: the walk that matches rules and turns each match into a [`Diagnostic`] with its
-//!   fix, using [`template`] for replacement text;
+//! - [`rewrite`]: the walk that matches rules and turns each match into a [`Diagnostic`] with
+//!   its fix, using [`template`] for replacement text; its [`rewrite::safety`] stage decides
+//!   whether each fix is safe, unsafe (and why) or kept off;
 //! - [`edit`]: edits and fixes, applying them, deleting statements; [`choice`]: a person's
 //!   choice among them (`migrate -i`), followed through the fix loop; [`imports`]: adding,
 //!   removing and retiring imports; [`helpers`]: the `_tpuport_*` functions a fix may call;
@@ -28,7 +29,6 @@
 //!   layout kept); [`review`]: the data of `migrate -i` (the fixes on offer, a fix's own diff,
 //!   the result of a choice; the screen is `ui::review`).
 
-pub mod check;
 pub mod choice;
 pub mod config;
 pub mod diagnostic;
@@ -50,6 +50,7 @@ pub mod program;
 pub mod progress;
 pub mod render;
 pub mod review;
+pub mod rewrite;
 pub mod rules;
 pub mod sarif;
 pub mod semantic;
@@ -249,7 +250,7 @@ pub fn migrate_chosen(
     if let Some(noqa::Codes::Some(codes)) = &exempt {
         facts.ignored_rules = codes.iter().map(|c| c.to_string()).collect();
     }
-    let diagnostics = check::check(source, &parsed, &sem, rules, index, &active, &facts);
+    let diagnostics = rewrite::run(source, &parsed, &sem, rules, index, &active, &facts);
     let mut out = Outcome {
         syntax_errors: parsed.errors.clone(),
         program: facts.program,
@@ -324,7 +325,7 @@ pub fn migrate_chosen(
             let parsed = parse::parse(&new);
             let sem = Semantic::build(&parsed.module);
             let active = index.active(&new);
-            let next = check::check(&new, &parsed, &sem, rules, index, &active, &facts);
+            let next = rewrite::run(&new, &parsed, &sem, rules, index, &active, &facts);
             let not_fixed = diags
                 .iter()
                 .enumerate()
@@ -377,7 +378,7 @@ pub fn migrate_chosen(
         let parsed = parse::parse(&text);
         let sem = Semantic::build(&parsed.module);
         let active = index.active(&text);
-        let next = check::check(&text, &parsed, &sem, rules, index, &active, &facts);
+        let next = rewrite::run(&text, &parsed, &sem, rules, index, &active, &facts);
         if !next
             .iter()
             .any(|d| d.fix.as_ref().is_some_and(|f| f.applies(required)))
@@ -436,7 +437,7 @@ pub fn migrate_chosen(
     } else {
         let sem = Semantic::build(&final_parse.module);
         let active = index.active(&text);
-        check::check(&text, &final_parse, &sem, rules, index, &active, &facts)
+        rewrite::run(&text, &final_parse, &sem, rules, index, &active, &facts)
     };
     if out.internal_error.is_none() {
         tally.step(&diags, &left);

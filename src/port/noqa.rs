@@ -3,7 +3,7 @@
 //! ignore[DEV017]`) or in the whole file (`# tpuport: ignore-file`, `# tpuport:
 //! ignore-file[DEV, AMP003]`), and which line of a finding carries its comment.
 //!
-//! Only text is read here; [`crate::port::check`] drops the suppressed findings (and so their
+//! Only text is read here; [`crate::port::rewrite`] drops the suppressed findings (and so their
 //! fixes) in every round of the fix loop, and [`crate::port::migrate_source_at`] skips a file
 //! that ignores every rule.
 

@@ -24,7 +24,7 @@ pub struct Note {
 }
 
 /// A syntax-tree analysis built into tpuport, named by a rule file (`match.lint = "NAME"`): the
-/// file gives the id, message and advice, `port::check::lints` finds the places.
+/// file gives the id, message and advice, `port::rewrite::lints` finds the places.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lint {
     /// Device-to-host copies (`.item()`, `.cpu()`, `print(loss)`) in a training loop.
@@ -213,7 +213,7 @@ pub struct Variant {
     /// Why the fix is unsafe: the note of every finding whose fix is unsafe by the rule.
     pub fix_safety: Option<String>,
     /// The fix extends a CUDA test to the TPU; kept off where the code the test selects is not
-    /// right on a TPU (`check/portable.rs`).
+    /// right on a TPU (`rewrite/portable.rs`).
     pub extends: bool,
 }
 
@@ -226,7 +226,7 @@ pub enum Portable {
     /// No portable form: the literal fix replaces CUDA, so it is unsafe under `--to portable`.
     Replaces,
     /// A CUDA device string becomes the current accelerator's, by where it sits
-    /// (`check/portable.rs`).
+    /// (`rewrite/portable.rs`).
     Device,
     /// An NCCL backend name becomes the current accelerator's default backend.
     Backend,
@@ -265,7 +265,7 @@ pub struct Rule {
     /// removes the statement (safe): the call is a duplicate.
     pub remove_after: Vec<String>,
     /// The fix is safe only where every path of the program to the finding first calls one of
-    /// these (same function, module level, or each caller in the file: `check/group.rs`).
+    /// these (same function, module level, or each caller in the file: `rewrite/safety/group.rs`).
     pub safe_after: Vec<String>,
     /// Substrings that must all occur in a file for this rule to possibly fire (ASCII
     /// case-insensitive; `a|b` = either); empty = always check.

@@ -11,9 +11,7 @@ use super::{Checker, Match};
 use crate::port::diagnostic::Diagnostic;
 use crate::port::edit::{self, Edit, Fix};
 use crate::port::parse;
-use crate::port::rules::{
-    Action, FixClass, Matcher, Portable, REPLACES_CUDA, RemoveKind, Rule, Target,
-};
+use crate::port::rules::{Action, FixClass, Matcher, RemoveKind, Rule};
 use crate::port::template::{self, Ctx, Skip};
 
 /// Why a fix that uses an argument twice is unsafe.
@@ -68,56 +66,8 @@ impl<'a> Checker<'a> {
                 Err(note) => d.note = Some(note),
             }
         }
-        // A fix that drops a keyword must see its value: `mode=args.mode` may be what the
-        // program asks for on every machine (or None, which would make the removal harmless).
-        if let (Some(Action::Remove(RemoveKind::Keyword)), Some(kw)) =
-            (&self.v(rule).action, m.keyword)
-            && d.fix
-                .as_ref()
-                .is_some_and(|f| f.applicability == FixClass::Safe)
-            && !is_literal(&kw.value)
-        {
-            let name = kw.arg.as_ref().map(|a| a.as_str()).unwrap_or("**");
-            d.make_unsafe(&format!(
-                "not proven safe: the fix drops `{name}=`, whose value `{}` is not written here: it may be None (nothing lost) or what the program asks for on every machine; check it, then apply with --unsafe-fixes",
-                self.text(kw.value.range())
-            ));
-        }
-        // `safe_after`: the fix is right only after a call the program makes first (group.rs).
-        if !rule.safe_after.is_empty()
-            && d.fix
-                .as_ref()
-                .is_some_and(|f| f.applicability == FixClass::Safe)
-            && let Some(why) = self.not_after(rule, m.range.start())
-        {
-            d.make_unsafe(&why);
-        }
+        self.judge_in_context(rule, m, &mut d);
         Some(self.finalize(d))
-    }
-
-    /// Drop fixes that touch a region with a syntax error; an unsafe fix keeps its reason as
-    /// the finding's note; under `--to portable`, a fix that only replaces CUDA is unsafe.
-    pub(super) fn finalize(&self, mut d: Diagnostic) -> Diagnostic {
-        if let Some(fix) = &d.fix
-            && fix
-                .edits
-                .iter()
-                .any(|e| self.parsed.in_broken_region(e.range))
-        {
-            d.fix = None;
-            d.note = Some("inside a region with a syntax error: fix the syntax error first".into());
-        }
-        if let Some(fix) = d.fix.as_mut() {
-            let why = fix.why_unsafe.take();
-            if fix.applicability == FixClass::Unsafe && d.note.is_none() {
-                d.note = why;
-            }
-        }
-        let rule = self.rule(d.rule);
-        if self.target == Target::Portable && matches!(rule.portable, Portable::Replaces) {
-            d.make_unsafe(REPLACES_CUDA);
-        }
-        d
     }
 
     /// A fix of the rule's class, or unsafe where `downgrade` (the reason) or the place says
@@ -134,37 +84,11 @@ impl<'a> Checker<'a> {
         let mut why = (v.fix == FixClass::Unsafe)
             .then(|| v.fix_safety.clone())
             .flatten();
-        if applicability > FixClass::Unsafe {
-            let loses_comment = || {
-                edits
-                    .iter()
-                    .any(|e| self.parsed.has_comment_in(e.range))
-                    .then(|| {
-                        "the edit would delete a comment: keep what it says by hand".to_string()
-                    })
-            };
-            let reason = downgrade
-                .or_else(loses_comment)
-                .or_else(|| self.unsafe_by_context(rule))
-                .or_else(|| {
-                    self.is_probe_in_try().then(|| {
-                        "a call inside `try` whose only job is to see whether it raises: the rewritten call may not raise where the original did".to_string()
-                    })
-                })
-                .or_else(|| {
-                    self.in_cuda_named_code(rule).then(|| {
-                        "in code about CUDA itself (named for CUDA, or reading the CUDA toolkit or hardware): check it is not asking about CUDA on purpose".to_string()
-                    })
-                })
-                .or_else(|| {
-                    self.in_xla_backend_class(rule).then(|| {
-                        "in a class implementing an XLA backend or accelerator: giving it TorchTPU is that framework's port".to_string()
-                    })
-                });
-            if reason.is_some() {
-                applicability = FixClass::Unsafe;
-                why = reason;
-            }
+        if applicability > FixClass::Unsafe
+            && let Some(reason) = self.unsafe_reason(rule, &edits, downgrade)
+        {
+            applicability = FixClass::Unsafe;
+            why = Some(reason);
         }
         Fix {
             edits,
@@ -411,19 +335,4 @@ fn in_loop(ancestors: &[AnyNodeRef<'_>]) -> bool {
         }
     }
     false
-}
-
-/// A value written as a literal (a string, f-string, number, `True`/`False`, `None`): what a
-/// dropped argument was is visible in the source.
-fn is_literal(e: &Expr) -> bool {
-    matches!(
-        e,
-        Expr::StringLiteral(_)
-            | Expr::BytesLiteral(_)
-            | Expr::FString(_)
-            | Expr::NumberLiteral(_)
-            | Expr::BooleanLiteral(_)
-            | Expr::NoneLiteral(_)
-            | Expr::EllipsisLiteral(_)
-    )
 }

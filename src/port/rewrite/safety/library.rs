@@ -180,7 +180,7 @@ impl<'a> SourceOrderVisitor<'a> for Compares<'a> {
 }
 
 /// Does the module define tests (`def test_...`, `class Test...`) at top level?
-pub(super) fn is_test_module(body: &[ast::Stmt]) -> bool {
+pub(in crate::port::rewrite) fn is_test_module(body: &[ast::Stmt]) -> bool {
     body.iter().any(|s| match s {
         ast::Stmt::FunctionDef(f) => f.name.starts_with("test_"),
         ast::Stmt::ClassDef(c) => c.name.starts_with("Test") || c.name.ends_with("Test"),
@@ -189,7 +189,7 @@ pub(super) fn is_test_module(body: &[ast::Stmt]) -> bool {
 }
 
 /// Apply the module comment to the findings of a file that is not a program.
-pub(super) fn keep_library_settings(
+pub(in crate::port::rewrite) fn keep_library_settings(
     rules: &RuleSet,
     path: Option<&std::path::Path>,
     body: &[ast::Stmt],
@@ -299,7 +299,7 @@ pub(super) fn keep_library_settings(
 
 #[cfg(test)]
 mod tests {
-    use super::super::migrated as migrate;
+    use crate::port::rewrite::migrated as migrate;
 
     const LIBRARY: &str = "import os\nimport torch\nimport torch.distributed as dist\n\n\ndef enable_full_determinism():\n    os.environ[\"CUBLAS_WORKSPACE_CONFIG\"] = \":16:8\"\n    torch.use_deterministic_algorithms(True)\n\n\ndef barrier(backend):\n    if backend == \"nccl\":\n        dist.barrier(device_ids=[0])\n\n\ndef validate():\n    if not torch.cuda.is_available():\n        warn(\"slow without a GPU\")\n    return \"cuda:0\"\n\n\ndef replace(model, device=\"cuda:0\"):\n    from sinq.layers import SINQLinear\n\n    return SINQLinear(model, device=device)\n";
 

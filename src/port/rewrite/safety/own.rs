@@ -8,13 +8,13 @@ use std::collections::{HashMap, HashSet};
 
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr, Stmt};
 
-use super::Checker;
-use super::lints::walk;
+use crate::port::rewrite::Checker;
+use crate::port::rewrite::lints::walk;
 use crate::port::semantic::values::{self, Origin};
 
 /// Where the program defines one attribute name.
 #[derive(Debug, Default)]
-pub(super) struct OwnAttribute {
+pub(in crate::port::rewrite) struct OwnAttribute {
     /// Classes of this file that define it: in their body (`is_cuda = False`, `is_cuda: bool`,
     /// `def is_cuda(self)`) or on `self` in a method (`self.is_cuda = ...`).
     classes: HashSet<String>,
@@ -32,7 +32,10 @@ enum Defined {
 }
 
 /// The attribute names of `names` this module defines, each with where.
-pub(super) fn own_attributes(body: &[Stmt], names: &[&str]) -> HashMap<String, OwnAttribute> {
+pub(in crate::port::rewrite) fn own_attributes(
+    body: &[Stmt],
+    names: &[&str],
+) -> HashMap<String, OwnAttribute> {
     let mut out: HashMap<String, OwnAttribute> = HashMap::new();
     let mut add = |name: &str, what: Defined| {
         if !names.contains(&name) {
@@ -162,7 +165,7 @@ fn receiver_key(e: &Expr) -> String {
 impl<'a> Checker<'a> {
     /// Is `receiver.name` (a read) an attribute the program defines itself rather than
     /// PyTorch's? A receiver known to be a tensor is PyTorch's whatever else the program does.
-    pub(super) fn own_attribute(&self, name: &str, receiver: &'a Expr) -> bool {
+    pub(in crate::port::rewrite) fn own_attribute(&self, name: &str, receiver: &'a Expr) -> bool {
         let table = self.own_attributes.get_or_init(|| {
             let names: Vec<&str> = self.index.attributes.keys().map(|k| k.as_str()).collect();
             own_attributes(&self.parsed.module.body, &names)
@@ -225,7 +228,7 @@ impl<'a> Checker<'a> {
 
 #[cfg(test)]
 mod tests {
-    use crate::port::check::migrated;
+    use crate::port::rewrite::migrated;
 
     /// The reads of `is_cuda` left as they were after `migrate --unsafe-fixes`.
     fn kept(src: &str) -> Vec<String> {

@@ -14,8 +14,8 @@ use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor, Traversal
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr, ExprContext, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
-use super::Checker;
 use super::cuda_only::cuda_only_name;
+use crate::port::rewrite::Checker;
 use crate::port::semantic::Semantic;
 
 /// A skip reason that says the test is about CUDA-only machinery.
@@ -92,7 +92,7 @@ impl<'a> SourceOrderVisitor<'a> for Scan<'_> {
 impl<'a> Checker<'a> {
     /// Take the fixes off the findings made since (`diags`, `fallbacks`) that sit in the test of
     /// a guard of CUDA-only code, with a note saying why.
-    pub(super) fn keep_cuda_guards(&mut self, diags: usize, fallbacks: usize) {
+    pub(in crate::port::rewrite) fn keep_cuda_guards(&mut self, diags: usize, fallbacks: usize) {
         for i in diags..self.diags.len() {
             if self.diags[i].fix.is_some()
                 && let Some(note) = self.cuda_only_guard(self.diags[i].range)
@@ -113,7 +113,7 @@ impl<'a> Checker<'a> {
     /// move) that sit in a function running CUDA-only code: `torch.randn(..., device="cuda")` or
     /// `w.cuda()` feeding a Triton or gemlite kernel names that kernel's device, not the
     /// program's.
-    pub(super) fn keep_cuda_only_devices(&mut self, diags: usize) {
+    pub(in crate::port::rewrite) fn keep_cuda_only_devices(&mut self, diags: usize) {
         let mut note = None;
         for i in diags..self.diags.len() {
             let d = &self.diags[i];
@@ -259,7 +259,7 @@ impl<'a> Checker<'a> {
 
     /// The module's CUDA-only functions and the names it imports from CUDA-only modules of its
     /// project, found once.
-    pub(super) fn cuda_defs(&self) -> &HashMap<String, String> {
+    pub(in crate::port::rewrite) fn cuda_defs(&self) -> &HashMap<String, String> {
         self.cuda_defs.get_or_init(|| {
             let body = &self.parsed.module.body;
             let imported = match &self.facts.path {
@@ -469,7 +469,7 @@ fn skip_note(why: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::migrated as migrate;
+    use crate::port::rewrite::migrated as migrate;
 
     /// A device default of a class whose methods run CUDA-only code is that code's device.
     #[test]

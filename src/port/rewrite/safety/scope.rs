@@ -17,7 +17,7 @@ use regex::Regex;
 use ruff_python_ast::{AnyNodeRef, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
-use super::Checker;
+use crate::port::rewrite::Checker;
 
 /// A program's own switch for its GPU device in a test (`opt.cuda`, `args.use_gpu`,
 /// `use_cuda`): the test checks that the device the user chose exists.
@@ -28,7 +28,7 @@ static DEVICE_FLAG: LazyLock<Regex> = LazyLock::new(|| {
 impl<'a> Checker<'a> {
     /// Take the fixes off the device findings made since `diags` that sit in code named or
     /// worded for CUDA, with a note saying why.
-    pub(super) fn keep_cuda_scopes(&mut self, diags: usize) {
+    pub(in crate::port::rewrite) fn keep_cuda_scopes(&mut self, diags: usize) {
         for i in diags..self.diags.len() {
             if self.diags[i].fix.is_none() {
                 continue;
@@ -85,7 +85,7 @@ impl<'a> Checker<'a> {
     /// device (DEV) and CUDA (CUD) findings made since `diags`/`fallbacks`: its device strings
     /// and CUDA checks feed CUDA-only kernels the call sites do not show. The declaration itself
     /// is the guard and is left alone too.
-    pub(super) fn keep_cuda_only_file(&mut self, diags: usize, fallbacks: usize) {
+    pub(in crate::port::rewrite) fn keep_cuda_only_file(&mut self, diags: usize, fallbacks: usize) {
         let Some((guard, text)) = &self.facts.cuda_only else {
             return;
         };
@@ -144,7 +144,7 @@ impl<'a> Checker<'a> {
     }
 
     /// The innermost enclosing function or class whose name mentions CUDA.
-    pub(super) fn cuda_scope(&self) -> Option<&'a str> {
+    pub(in crate::port::rewrite) fn cuda_scope(&self) -> Option<&'a str> {
         self.stack.iter().rev().find_map(|n| {
             let name = match n {
                 AnyNodeRef::StmtFunctionDef(f) => f.name.as_str(),
@@ -207,7 +207,7 @@ impl<'a> Checker<'a> {
 /// unconditionally at top level (an autotuner, a kernel library, an FA3 test), itself or
 /// through a module of its project (`via`), a device (or a stream or event) is most likely
 /// CUDA-only code's: its DEV and STM fixes become unsafe, with a note.
-pub(super) fn keep_triton_module_devices(
+pub(in crate::port::rewrite) fn keep_triton_module_devices(
     rules: &crate::port::rules::RuleSet,
     via: &str,
     diags: &mut [crate::port::diagnostic::Diagnostic],
@@ -225,7 +225,7 @@ pub(super) fn keep_triton_module_devices(
 }
 
 /// Is an assignment target a name that says CUDA (`cuda_available`, `self.is_cuda`)?
-pub(super) fn target_says_cuda(t: &Expr) -> bool {
+pub(in crate::port::rewrite) fn target_says_cuda(t: &Expr) -> bool {
     match t {
         Expr::Name(n) => says_cuda(n.id.as_str()),
         Expr::Attribute(a) => says_cuda(a.attr.as_str()),
@@ -235,13 +235,13 @@ pub(super) fn target_says_cuda(t: &Expr) -> bool {
 }
 
 /// Does a name (of a function, class or variable) mention CUDA?
-pub(super) fn says_cuda(name: &str) -> bool {
+pub(in crate::port::rewrite) fn says_cuda(name: &str) -> bool {
     name.to_ascii_lowercase().contains("cuda")
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::migrated as migrate;
+    use crate::port::rewrite::migrated as migrate;
 
     /// The DEV rules' `unsafe_if_uses`: in a file that uses a CUDA-only library, a device string
     /// may be what sends tensors into it, so its fix is unsafe.

@@ -46,7 +46,11 @@ fn comments_near(src: &str, at: usize) -> Vec<(usize, &str)> {
 }
 
 /// Make unsafe the safe fixes that a nearby comment ties to CUDA or NCCL.
-pub(super) fn keep_commented(src: &str, rules: &RuleSet, diags: &mut [Diagnostic]) {
+pub(in crate::port::rewrite) fn keep_commented(
+    src: &str,
+    rules: &RuleSet,
+    diags: &mut [Diagnostic],
+) {
     for d in diags.iter_mut() {
         if d.fix
             .as_ref()
@@ -72,7 +76,7 @@ pub(super) fn keep_commented(src: &str, rules: &RuleSet, diags: &mut [Diagnostic
 
 #[cfg(test)]
 mod tests {
-    use super::super::migrated as migrate;
+    use crate::port::rewrite::migrated as migrate;
 
     #[test]
     fn comments_that_tie_code_to_cuda_or_nccl_make_it_unsafe() {

@@ -5,12 +5,12 @@
 use ruff_python_ast::{AnyNodeRef, Expr, Stmt};
 use ruff_text_size::Ranged;
 
-use super::Checker;
+use crate::port::rewrite::Checker;
 
 impl Checker<'_> {
     /// Is the node being checked a call statement (or `_ = call`) directly in the body of a `try`
     /// that catches exceptions?
-    pub(super) fn is_probe_in_try(&self) -> bool {
+    pub(in crate::port::rewrite) fn is_probe_in_try(&self) -> bool {
         let [.., outer, stmt] = self.stack.as_slice() else {
             return false;
         };

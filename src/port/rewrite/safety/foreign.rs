@@ -13,8 +13,8 @@ use regex::Regex;
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr};
 use ruff_text_size::{Ranged, TextRange};
 
-use super::Checker;
-use super::roles::argparse_dest;
+use crate::port::rewrite::Checker;
+use crate::port::rewrite::roles::argparse_dest;
 
 /// A string that names a device type of PyTorch (or Lightning's "gpu"/"auto").
 static DEVICE_NAME: LazyLock<Regex> = LazyLock::new(|| {
@@ -74,7 +74,7 @@ impl<'a> Checker<'a> {
 
     /// Why the string at `range` (with these ancestors, outermost first) is not to be rewritten
     /// as this program's device, if it is not.
-    pub(super) fn not_a_device(
+    pub(in crate::port::rewrite) fn not_a_device(
         &self,
         ancestors: &[AnyNodeRef<'a>],
         range: TextRange,
@@ -160,7 +160,7 @@ impl<'a> Checker<'a> {
 
     /// A value in a table keyed by device type (`{"cuda": "nccl", "xpu": "ccl"}`) under a key
     /// other than "tpu": it is that device's entry, not this program's device or backend.
-    pub(super) fn device_table_entry(
+    pub(in crate::port::rewrite) fn device_table_entry(
         &self,
         ancestors: &[AnyNodeRef<'a>],
         range: TextRange,
@@ -183,7 +183,10 @@ impl<'a> Checker<'a> {
     /// A string in a class whose name says it is the CUDA or NCCL implementation of a
     /// per-backend abstraction (DeepSpeed's `CUDA_Accelerator`), or assigned to a name that says
     /// NCCL (`NCCL_BACKEND = "nccl"`): it names that backend, not this program's.
-    pub(super) fn cuda_implementation(&self, ancestors: &[AnyNodeRef<'a>]) -> Option<String> {
+    pub(in crate::port::rewrite) fn cuda_implementation(
+        &self,
+        ancestors: &[AnyNodeRef<'a>],
+    ) -> Option<String> {
         let says = |name: &str| {
             let n = name.to_ascii_lowercase();
             n.contains("cuda") || n.contains("nccl")

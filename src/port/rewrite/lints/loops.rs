@@ -9,7 +9,7 @@ use ruff_python_ast::{self as ast, AnyNodeRef, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
 use super::{Found, any_in, walk};
-use crate::port::check::Checker;
+use crate::port::rewrite::Checker;
 
 /// Methods that copy a tensor to the host.
 const SYNC_METHODS: [&str; 4] = ["item", "tolist", "cpu", "numpy"];

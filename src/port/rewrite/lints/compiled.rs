@@ -12,7 +12,7 @@ use ruff_python_ast::{self as ast, AnyNodeRef, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
 use super::{Found, any_in, walk};
-use crate::port::check::Checker;
+use crate::port::rewrite::Checker;
 use crate::port::rules::Lint;
 
 /// Names and attributes that hold the process rank, or whether it is the first. A bare `rank`

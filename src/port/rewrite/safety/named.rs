@@ -14,8 +14,8 @@ use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor};
 use ruff_python_ast::{AnyNodeRef, Expr, Stmt};
 use ruff_text_size::Ranged;
 
-use super::Checker;
 use super::scope::target_says_cuda;
+use crate::port::rewrite::Checker;
 use crate::port::rules::Rule;
 use crate::port::semantic::Semantic;
 
@@ -49,7 +49,7 @@ impl Checker<'_> {
     /// environment and collectives are ported together or not at all: `xm.rendezvous` →
     /// `dist.barrier()` fails where the XLA launcher made no process group, and a rank read from
     /// torchrun's variables is 0 of 1 under `xmp.spawn`.
-    pub(super) fn in_xla_backend_class(&self, rule: &Rule) -> bool {
+    pub(in crate::port::rewrite) fn in_xla_backend_class(&self, rule: &Rule) -> bool {
         let xla_family = matches!(
             rule.family.as_str(),
             "XM" | "XR" | "XLA" | "XMP" | "XPL" | "XMET" | "XU" | "XS" | "XAMP"
@@ -63,7 +63,7 @@ impl Checker<'_> {
     }
 
     /// Is this CUD finding in code about CUDA itself (see the module comment)?
-    pub(super) fn in_cuda_named_code(&self, rule: &Rule) -> bool {
+    pub(in crate::port::rewrite) fn in_cuda_named_code(&self, rule: &Rule) -> bool {
         if rule.family != "CUD" {
             return false;
         }

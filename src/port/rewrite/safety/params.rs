@@ -97,7 +97,7 @@ impl<'a> SourceOrderVisitor<'a> for Collect {
 }
 
 /// Make unsafe the device fixes in comparisons of parameters fed by computed values.
-pub(super) fn keep_fed_comparisons(
+pub(in crate::port::rewrite) fn keep_fed_comparisons(
     src: &str,
     rules: &RuleSet,
     body: &[ast::Stmt],
@@ -135,7 +135,7 @@ pub(super) fn keep_fed_comparisons(
 
 #[cfg(test)]
 mod tests {
-    use super::super::migrated as migrate;
+    use crate::port::rewrite::migrated as migrate;
 
     #[test]
     fn parameters_fed_by_computed_values_keep_their_comparisons() {

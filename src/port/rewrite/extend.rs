@@ -9,8 +9,8 @@ use ruff_python_ast::{self as ast, AnyNodeRef, CmpOp, Expr};
 use ruff_text_size::{Ranged, TextRange};
 
 use super::Checker;
-use super::cuda_only::cuda_only_name;
 use super::portable::quote_of;
+use super::safety::cuda_only::cuda_only_name;
 use super::strings::StringSite;
 use crate::port::diagnostic::Diagnostic;
 use crate::port::edit::Edit;

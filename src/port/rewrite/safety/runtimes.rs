@@ -21,13 +21,17 @@ static RUNTIME: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// The runtime this module drives, if any.
-pub(super) fn runtime_of(src: &str) -> Option<&str> {
+pub(in crate::port::rewrite) fn runtime_of(src: &str) -> Option<&str> {
     let c = RUNTIME.captures(src)?;
     c.get(1).or_else(|| c.get(2)).map(|m| m.as_str())
 }
 
 /// Make the module's safe DEV/STM fixes unsafe when it drives another runtime.
-pub(super) fn keep_runtime_devices(src: &str, rules: &RuleSet, diags: &mut [Diagnostic]) {
+pub(in crate::port::rewrite) fn keep_runtime_devices(
+    src: &str,
+    rules: &RuleSet,
+    diags: &mut [Diagnostic],
+) {
     let devices = |d: &Diagnostic| matches!(rules.rules[d.rule].family.as_str(), "DEV" | "STM");
     if !diags.iter().any(|d| devices(d) && d.fix.is_some()) {
         return;
@@ -47,8 +51,8 @@ pub(super) fn keep_runtime_devices(src: &str, rules: &RuleSet, diags: &mut [Diag
 
 #[cfg(test)]
 mod tests {
-    use super::super::migrated as migrate;
     use super::runtime_of;
+    use crate::port::rewrite::migrated as migrate;
 
     #[test]
     fn devices_of_modules_driving_other_runtimes_are_unsafe() {

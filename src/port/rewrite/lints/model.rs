@@ -6,7 +6,7 @@ use ruff_python_ast::{AnyNodeRef, Expr};
 use ruff_text_size::Ranged;
 
 use super::{Found, walk};
-use crate::port::check::Checker;
+use crate::port::rewrite::Checker;
 
 const CONVS: [&str; 8] = [
     "torch.nn.Conv2d",

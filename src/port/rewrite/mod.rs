@@ -30,29 +30,17 @@ mod args;
 mod assign;
 mod bind;
 mod called;
-mod comments;
-mod cuda_only;
 mod extend;
 mod fix;
 mod flow;
-mod foreign;
-mod group;
-mod guard;
-mod library;
 mod lints;
-mod named;
 mod names;
-mod own;
-mod params;
 mod portable;
-mod probe;
 mod remove;
 mod roles;
-mod runtimes;
-mod scope;
+pub mod safety;
 mod strings;
 mod suppress;
-mod together;
 mod unwrap;
 
 use std::cell::OnceCell;
@@ -84,7 +72,7 @@ pub struct Checker<'a> {
     /// The module's CUDA-only functions, found once when a guard first asks (`guard.rs`).
     cuda_defs: OnceCell<HashMap<String, String>>,
     /// The attribute names of attribute rules that the program defines itself (`own.rs`).
-    own_attributes: OnceCell<HashMap<String, own::OwnAttribute>>,
+    own_attributes: OnceCell<HashMap<String, safety::own::OwnAttribute>>,
     /// Which machine the fixes write for (`--to`).
     target: Target,
     /// Fixes that extend a CUDA test to the TPU, with the code the test selects
@@ -94,7 +82,7 @@ pub struct Checker<'a> {
 
 /// Run the rules over one parsed module. `facts` describe the file as the user gave it (not
 /// the partly rewritten text of a later round), so a fix's class does not change between rounds.
-pub fn check(
+pub fn run(
     src: &str,
     parsed: &Parsed,
     sem: &Semantic,
@@ -217,51 +205,8 @@ impl<'a> Checker<'a> {
                     || !amp.iter().any(|a| a.contains_range(d.range))
             });
         }
-        // A comparison extended to the TPU is kept CUDA's where the code it selects is not
-        // right on a TPU.
-        let mut diags = std::mem::take(&mut self.diags);
-        self.keep_unported_extensions(&mut diags);
-        self.diags = diags;
-        // What makes single fixes unsafe runs first, so that `together` carries it to the test
-        // or the code that goes with them.
-        if let Some(via) = self.triton_import() {
-            scope::keep_triton_module_devices(self.rules, &via, &mut self.diags);
-        }
-        if !self.facts.program {
-            let path = self.facts.path.as_deref();
-            library::keep_library_settings(
-                self.rules,
-                path,
-                &self.parsed.module.body,
-                &mut self.diags,
-                self.target,
-            );
-        }
-        runtimes::keep_runtime_devices(self.src, self.rules, &mut self.diags);
-        params::keep_fed_comparisons(
-            self.src,
-            self.rules,
-            &self.parsed.module.body,
-            &mut self.diags,
-        );
-        comments::keep_commented(self.src, self.rules, &mut self.diags);
-        let ported = |d: &Diagnostic| {
-            d.fix.is_some() && together::FAMILIES.contains(&self.rule(d.rule).family.as_str())
-        };
-        if self.diags.iter().any(ported) {
-            let module = &self.parsed.module.body;
-            let defs = self.cuda_defs();
-            let path = self.facts.path.as_deref();
-            let imported_flag = |i: &ast::StmtImportFrom, name: &str| {
-                path.is_some_and(|p| crate::port::neighbours::imported_cuda_flag(p, i, name))
-            };
-            let guards = together::Guards::of(module, defs, &imported_flag);
-            let portable = self.target == Target::Portable;
-            let done =
-                together::keep_together(self.src, self.rules, &guards, &mut self.diags, portable);
-            self.diags
-                .retain(|d| d.fix.is_some() || !done.contains(&d.range));
-        }
+        // The safety stage's passes over the whole module (safety/mod.rs).
+        self.module_passes();
         self.diags.sort_by_key(|d| (d.range.start(), d.rule));
         let mut diags = std::mem::take(&mut self.diags);
         diags.retain(|d| !self.suppressed(d));
@@ -285,7 +230,7 @@ impl<'a> Checker<'a> {
         // module, a CUDA-only PyTorch name too (`from torch.nn.attention import
         // activate_flash_attention_impl`: the module tests FA3). A program importing
         // `torch.utils.cpp_extension` for one op keeps its devices.
-        let tests = library::is_test_module(&self.parsed.module.body);
+        let tests = safety::library::is_test_module(&self.parsed.module.body);
         for stmt in &self.parsed.module.body {
             let names: Vec<String> = match stmt {
                 ast::Stmt::Import(i) => i.names.iter().map(|a| a.name.to_string()).collect(),
@@ -304,7 +249,10 @@ impl<'a> Checker<'a> {
                 }
                 _ => continue,
             };
-            if let Some(what) = names.iter().find_map(|n| cuda_only::cuda_only_name(n)) {
+            if let Some(what) = names
+                .iter()
+                .find_map(|n| safety::cuda_only::cuda_only_name(n))
+            {
                 return Some(format!("{what}, which is CUDA-only,"));
             }
         }

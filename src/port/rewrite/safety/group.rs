@@ -14,9 +14,9 @@ use std::collections::HashSet;
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange, TextSize};
 
-use super::Checker;
-use super::lints::walk;
 use crate::port::facts::called_before;
+use crate::port::rewrite::Checker;
+use crate::port::rewrite::lints::walk;
 use crate::port::rules::Rule;
 
 /// How many callers deep the paths are followed.
@@ -48,7 +48,11 @@ enum Paths {
 impl Checker<'_> {
     /// Why the fix of `rule` at `site` is not shown to follow one of its `safe_after` calls on
     /// every path of the program; None when it is.
-    pub(super) fn not_after(&self, rule: &Rule, site: TextSize) -> Option<String> {
+    pub(in crate::port::rewrite) fn not_after(
+        &self,
+        rule: &Rule,
+        site: TextSize,
+    ) -> Option<String> {
         let first = rule
             .safe_after
             .iter()

@@ -28,7 +28,7 @@
 mod branch;
 mod collect;
 
-pub(super) use collect::Guards;
+pub(in crate::port::rewrite) use collect::Guards;
 use collect::{Guard, TPU_BRANCH, naming, other_backend, says_cuda};
 
 use ruff_text_size::{TextRange, TextSize};
@@ -38,7 +38,7 @@ use crate::port::rules::{FixClass, RuleSet};
 
 /// The families whose fixes this pass may take off: CUD/DEV/DST findings in tests, DEV/STM
 /// findings in the branches they select. The walk runs the pass where one of them has a fix.
-pub(super) const FAMILIES: &[&str] = &["CUD", "DEV", "DST", "STM", "AMP"];
+pub(in crate::port::rewrite) const FAMILIES: &[&str] = &["CUD", "DEV", "DST", "STM", "AMP"];
 
 /// Does this finding's fix go through in the mode asked about (any fix, or safe ones only)?
 fn fixed(d: &Diagnostic, safe_only: bool) -> bool {
@@ -77,7 +77,7 @@ fn line_of(src: &str, at: TextSize) -> usize {
     src[..at.to_usize()].bytes().filter(|b| *b == b'\n').count() + 1
 }
 
-pub(super) fn snippet(src: &str, r: TextRange) -> String {
+pub(in crate::port::rewrite) fn snippet(src: &str, r: TextRange) -> String {
     let text = src[r].split_whitespace().collect::<Vec<_>>().join(" ");
     if text.chars().count() > 60 {
         let cut: String = text.chars().take(57).collect();
@@ -115,7 +115,7 @@ fn demote(
 ///
 /// Returns the findings that need nothing more: a CUDA check whose chain already has the
 /// accelerator branch the portable port adds.
-pub(super) fn keep_together(
+pub(in crate::port::rewrite) fn keep_together(
     src: &str,
     rules: &RuleSet,
     g: &Guards,
@@ -448,7 +448,7 @@ fn chosen_for_cuda(
 
 #[cfg(test)]
 mod tests {
-    use super::super::migrated as migrate;
+    use crate::port::rewrite::migrated as migrate;
 
     /// A stream or event in a branch whose test still asks about CUDA stays, even where the
     /// file has no other CUDA finding to rewrite.

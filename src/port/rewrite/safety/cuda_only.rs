@@ -31,7 +31,7 @@ const CUDA_ONLY_MEMORY: &[&str] = &[
 ];
 
 /// Libraries whose code runs on NVIDIA GPUs only.
-pub(super) const CUDA_ONLY_ROOTS: &[&str] = &[
+pub(in crate::port::rewrite) const CUDA_ONLY_ROOTS: &[&str] = &[
     "triton",
     "helion",
     "flash_attn",
@@ -86,14 +86,14 @@ const PORTABLE_OPS: &[&str] = &[
 /// ATen operators with a CUDA kernel that TorchTPU 0.2.0 does not run (derived from the
 /// operator table by `scripts/tpu-missing-ops`): a TPU tensor sent to one fails.
 static TPU_MISSING_OPS: LazyLock<std::collections::HashSet<&'static str>> = LazyLock::new(|| {
-    include_str!("../../../data/tpu_missing_ops.txt")
+    include_str!("../../../../data/tpu_missing_ops.txt")
         .lines()
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .collect()
 });
 
 /// What makes this qualified name (or module path) CUDA-only, if it is.
-pub(super) fn cuda_only_name(q: &str) -> Option<String> {
+pub(in crate::port::rewrite) fn cuda_only_name(q: &str) -> Option<String> {
     let q = q.trim_start_matches('.');
     let segs: Vec<&str> = q.split('.').collect();
     // PyTorch/XLA's C extension works on torch_xla's lazy tensors only: a TPU tensor sent there

@@ -11,7 +11,7 @@ use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor, Traversal
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr};
 use ruff_text_size::{Ranged, TextRange, TextSize};
 
-use crate::port::check::cuda_only::CUDA_ONLY_ROOTS;
+use crate::port::rewrite::safety::cuda_only::CUDA_ONLY_ROOTS;
 
 /// A test and the code it selects.
 pub(super) struct Guard {
@@ -395,7 +395,7 @@ impl<'a: 'd, 'd> SourceOrderVisitor<'a> for Collect<'d> {
 }
 
 /// The guards and CUDA names of a module, for [`keep_together`].
-pub(in crate::port::check) struct Guards {
+pub(in crate::port::rewrite) struct Guards {
     pub(super) guards: Vec<Guard>,
     pub(super) names: Vec<TextRange>,
     /// Names that say CUDA when they sit in the code a test selects, not in a test: variables
@@ -426,7 +426,7 @@ pub(in crate::port::check) struct Guards {
 impl Guards {
     /// `imported_flag(import, name)` says whether a name the module imports from its project
     /// is a flag that asks about CUDA there (asked only for names read in a test).
-    pub(in crate::port::check) fn of(
+    pub(in crate::port::rewrite) fn of(
         body: &[ast::Stmt],
         cuda_defs: &HashMap<String, String>,
         imported_flag: &dyn Fn(&ast::StmtImportFrom, &str) -> bool,

@@ -1,0 +1,211 @@
+//! The safety stage: is a fix *safe* (applied by default), *unsafe* (applied with
+//! `--unsafe-fixes`, with the reason as the finding's note), or kept off? A safe fix leaves the
+//! program doing exactly what it did on the machine it was written for and makes it right on a
+//! TPU; where that cannot be shown from the program, the fix is unsafe and says why.
+//!
+//! Every judgement about a fix's safety lives under this folder. The rest of `rewrite/` finds
+//! matches and builds edits; it asks this stage three questions, in this order:
+//!
+//! 1. [`Checker::unsafe_reason`], while the fix is built (`fix.rs`'s `make_fix`): does the place
+//!    make it unsafe? A reason the rewrite itself found (an argument evaluated twice, a value
+//!    the conversion cannot see), a comment the edit would delete, the code's context
+//!    (`named.rs`: code about CUDA itself; `scope.rs`: code named for CUDA), a probe in a `try`
+//!    (`probe.rs`), a class implementing an XLA backend;
+//! 2. [`Checker::judge_in_context`], once the finding exists: what the program around it says.
+//!    A dropped keyword whose value is not written here, and a fix that is right only after a
+//!    call the program makes first on every path (`group.rs`: a barrier's process group);
+//! 3. [`Checker::finalize`], last: fixes touching a syntax error are dropped, an unsafe fix's
+//!    reason becomes the note, and under `--to portable` a fix that only replaces CUDA is unsafe.
+//!
+//! Passes that keep fixes off or downgrade them for the whole module run at the end of the walk
+//! (`mod.rs`'s `finish`): `guard.rs` (tests that guard CUDA-only code keep their meaning;
+//! `cuda_only.rs` says what is CUDA-only), `together/` (a CUDA test and the code it selects are
+//! ported together or not at all), `foreign.rs` (device-like strings that are not this program's
+//! devices), `library.rs` (CUDA settings, backend comparisons and CUDA checks in library
+//! modules), `runtimes.rs` (devices of modules that drive ONNX Runtime, ExecuTorch and the
+//! like), `params.rs` (test parameters fed by values computed elsewhere), `comments.rs` (code a
+//! comment ties to CUDA or NCCL) and `own.rs` (attributes the program defines itself, such as a
+//! class's own `self.is_cuda`, are not PyTorch's). Whole programs (an entry script and the
+//! modules it imports) are judged after every file: `crate::port::program`.
+
+pub(in crate::port::rewrite) mod comments;
+pub(in crate::port::rewrite) mod cuda_only;
+pub(in crate::port::rewrite) mod foreign;
+pub(in crate::port::rewrite) mod group;
+pub(in crate::port::rewrite) mod guard;
+pub(in crate::port::rewrite) mod library;
+pub(in crate::port::rewrite) mod named;
+pub(in crate::port::rewrite) mod own;
+pub(in crate::port::rewrite) mod params;
+pub(in crate::port::rewrite) mod probe;
+pub(in crate::port::rewrite) mod runtimes;
+pub(in crate::port::rewrite) mod scope;
+pub(in crate::port::rewrite) mod together;
+
+use ruff_python_ast::{self as ast, Expr};
+use ruff_text_size::Ranged;
+
+use super::{Checker, Match};
+use crate::port::diagnostic::Diagnostic;
+use crate::port::edit::Edit;
+use crate::port::rules::{Action, FixClass, Portable, REPLACES_CUDA, RemoveKind, Rule, Target};
+
+impl<'a> Checker<'a> {
+    /// Question 1: why the place makes a fix of a safe rule unsafe, if it does. `downgrade` is
+    /// a reason the rewrite found itself.
+    pub(in crate::port::rewrite) fn unsafe_reason(
+        &self,
+        rule: &Rule,
+        edits: &[Edit],
+        downgrade: Option<String>,
+    ) -> Option<String> {
+        let loses_comment = || {
+            edits
+                .iter()
+                .any(|e| self.parsed.has_comment_in(e.range))
+                .then(|| "the edit would delete a comment: keep what it says by hand".to_string())
+        };
+        downgrade
+            .or_else(loses_comment)
+            .or_else(|| self.unsafe_by_context(rule))
+            .or_else(|| {
+                self.is_probe_in_try().then(|| {
+                    "a call inside `try` whose only job is to see whether it raises: the rewritten call may not raise where the original did".to_string()
+                })
+            })
+            .or_else(|| {
+                self.in_cuda_named_code(rule).then(|| {
+                    "in code about CUDA itself (named for CUDA, or reading the CUDA toolkit or hardware): check it is not asking about CUDA on purpose".to_string()
+                })
+            })
+            .or_else(|| {
+                self.in_xla_backend_class(rule).then(|| {
+                    "in a class implementing an XLA backend or accelerator: giving it TorchTPU is that framework's port".to_string()
+                })
+            })
+    }
+
+    /// Question 2: what the program around a safe fix says about it.
+    pub(in crate::port::rewrite) fn judge_in_context(
+        &self,
+        rule: &Rule,
+        m: &Match<'a>,
+        d: &mut Diagnostic,
+    ) {
+        let safe = |d: &Diagnostic| {
+            d.fix
+                .as_ref()
+                .is_some_and(|f| f.applicability == FixClass::Safe)
+        };
+        // A fix that drops a keyword must see its value: `mode=args.mode` may be what the
+        // program asks for on every machine (or None, which would make the removal harmless).
+        if let (Some(Action::Remove(RemoveKind::Keyword)), Some(kw)) =
+            (&self.v(rule).action, m.keyword)
+            && safe(d)
+            && !is_literal(&kw.value)
+        {
+            let name = kw.arg.as_ref().map(|a| a.as_str()).unwrap_or("**");
+            d.make_unsafe(&format!(
+                "not proven safe: the fix drops `{name}=`, whose value `{}` is not written here: it may be None (nothing lost) or what the program asks for on every machine; check it, then apply with --unsafe-fixes",
+                self.text(kw.value.range())
+            ));
+        }
+        // `safe_after`: the fix is right only after a call the program makes first (group.rs).
+        if !rule.safe_after.is_empty()
+            && safe(d)
+            && let Some(why) = self.not_after(rule, m.range.start())
+        {
+            d.make_unsafe(&why);
+        }
+    }
+
+    /// The passes over the whole module, once the walk has found every match: each keeps
+    /// fixes off (or makes them unsafe) where the module shows they would change what the
+    /// program does on its own machine. What makes single fixes unsafe runs first, so that
+    /// `together` carries it to the test or the code that goes with them.
+    pub(in crate::port::rewrite) fn module_passes(&mut self) {
+        // A comparison extended to the TPU is kept CUDA's where the code it selects is not
+        // right on a TPU.
+        let mut diags = std::mem::take(&mut self.diags);
+        self.keep_unported_extensions(&mut diags);
+        self.diags = diags;
+        if let Some(via) = self.triton_import() {
+            scope::keep_triton_module_devices(self.rules, &via, &mut self.diags);
+        }
+        if !self.facts.program {
+            let path = self.facts.path.as_deref();
+            library::keep_library_settings(
+                self.rules,
+                path,
+                &self.parsed.module.body,
+                &mut self.diags,
+                self.target,
+            );
+        }
+        runtimes::keep_runtime_devices(self.src, self.rules, &mut self.diags);
+        params::keep_fed_comparisons(
+            self.src,
+            self.rules,
+            &self.parsed.module.body,
+            &mut self.diags,
+        );
+        comments::keep_commented(self.src, self.rules, &mut self.diags);
+        let ported = |d: &Diagnostic| {
+            d.fix.is_some() && together::FAMILIES.contains(&self.rule(d.rule).family.as_str())
+        };
+        if self.diags.iter().any(ported) {
+            let module = &self.parsed.module.body;
+            let defs = self.cuda_defs();
+            let path = self.facts.path.as_deref();
+            let imported_flag = |i: &ast::StmtImportFrom, name: &str| {
+                path.is_some_and(|p| crate::port::neighbours::imported_cuda_flag(p, i, name))
+            };
+            let guards = together::Guards::of(module, defs, &imported_flag);
+            let portable = self.target == Target::Portable;
+            let done =
+                together::keep_together(self.src, self.rules, &guards, &mut self.diags, portable);
+            self.diags
+                .retain(|d| d.fix.is_some() || !done.contains(&d.range));
+        }
+    }
+
+    /// Question 3, last: drop fixes that touch a region with a syntax error; an unsafe fix keeps its reason as
+    /// the finding's note; under `--to portable`, a fix that only replaces CUDA is unsafe.
+    pub(in crate::port::rewrite) fn finalize(&self, mut d: Diagnostic) -> Diagnostic {
+        if let Some(fix) = &d.fix
+            && fix
+                .edits
+                .iter()
+                .any(|e| self.parsed.in_broken_region(e.range))
+        {
+            d.fix = None;
+            d.note = Some("inside a region with a syntax error: fix the syntax error first".into());
+        }
+        if let Some(fix) = d.fix.as_mut() {
+            let why = fix.why_unsafe.take();
+            if fix.applicability == FixClass::Unsafe && d.note.is_none() {
+                d.note = why;
+            }
+        }
+        let rule = self.rule(d.rule);
+        if self.target == Target::Portable && matches!(rule.portable, Portable::Replaces) {
+            d.make_unsafe(REPLACES_CUDA);
+        }
+        d
+    }
+}
+
+/// A value written as a literal (a string, f-string, number, `True`/`False`, `None`): what a
+/// dropped argument was is visible in the source.
+fn is_literal(e: &Expr) -> bool {
+    matches!(
+        e,
+        Expr::StringLiteral(_)
+            | Expr::BytesLiteral(_)
+            | Expr::FString(_)
+            | Expr::NumberLiteral(_)
+            | Expr::BooleanLiteral(_)
+            | Expr::NoneLiteral(_)
+            | Expr::EllipsisLiteral(_)
+    )
+}
