@@ -1,8 +1,11 @@
 //! The rule fixtures, ruff-style: `tests/fixtures/<FAMILY>/<ID>.py` lists the cases the rule
 //! must flag, then `# OK` near misses it must leave alone, then regressions. Each fixture runs
-//! with only its own rule selected; the snapshot holds the diagnostics (as a user sees them),
+//! with only its own rule selected (and the rules that port the calls its `safe_if_ported`
+//! names: its fix goes with theirs); the snapshot holds the diagnostics (as a user sees them),
 //! the diff of the safe fixes, and the diff with `--unsafe-fixes` where that differs. Every
-//! fix's output must parse: the whole file's, and each fix applied alone.
+//! fix's output must parse: the whole file's, and each fix applied alone. A line
+//! `# --- another module ---` starts another module, migrated alone (for what a rule judges
+//! per file).
 //!
 //! Two ports: `rule_fixtures` snapshots `--to tpu` (the literal port), `rule_fixtures_portable`
 //! the default `--to portable` for every rule whose portable fix differs (`*portable@*.snap`).
@@ -14,6 +17,7 @@
 use std::path::Path;
 
 use tpuport::port::render;
+use tpuport::port::rules::Matcher;
 use tpuport::port::{RuleIndex, RuleSet, Settings, Target, edit, migrate_source, parse};
 
 /// Does the portable port of this fixture's rule differ from `--to tpu`?
@@ -25,11 +29,33 @@ fn portable_differs(path: &Path) -> bool {
         .any(|r| r.portable_differs())
 }
 
+/// A line that starts another module of the fixture: for rules that judge a whole file (a
+/// `safe_if_ported` device left anywhere in it), each module is migrated alone.
+const ANOTHER_MODULE: &str = "# --- another module ---\n";
+
+/// The rules a fixture runs with: its own, and those whose fixes its fix goes with
+/// (`safe_if_ported`: the rules that port those calls).
+fn selected(id: &str) -> Vec<String> {
+    let all = RuleSet::builtin();
+    let mut ids = vec![id.to_string()];
+    for r in all.get(id) {
+        for other in &all.rules {
+            if let Matcher::Call(names) = &other.matcher
+                && names.iter().any(|n| r.safe_if_ported.contains(n))
+                && !ids.contains(&other.id)
+            {
+                ids.push(other.id.clone());
+            }
+        }
+    }
+    ids
+}
+
 fn snapshot_for(path: &Path, to: Target) -> String {
     let id = path.file_stem().unwrap().to_str().unwrap().to_string();
     let source = std::fs::read_to_string(path).unwrap();
     let mut rules = RuleSet::builtin();
-    rules.filter(std::slice::from_ref(&id), &[]).unwrap();
+    rules.filter(&selected(&id), &[]).unwrap();
     let index = RuleIndex::new(&rules);
     let name = format!(
         "{}/{}.py",
@@ -41,10 +67,33 @@ fn snapshot_for(path: &Path, to: Target) -> String {
             .unwrap(),
         id
     );
+    let modules: Vec<&str> = source.split(ANOTHER_MODULE).collect();
+    let mut snap = String::new();
+    for (i, module) in modules.iter().enumerate() {
+        if i > 0 {
+            snap.push_str(&format!("\n=== module {} ===\n", i + 1));
+        }
+        let source = if i > 0 {
+            format!("{ANOTHER_MODULE}{module}")
+        } else {
+            module.to_string()
+        };
+        snap.push_str(&snapshot_module(&name, &source, &rules, &index, to));
+    }
+    snap
+}
 
+/// One module of a fixture: its findings and fixes.
+fn snapshot_module(
+    name: &str,
+    source: &str,
+    rules: &RuleSet,
+    index: &RuleIndex,
+    to: Target,
+) -> String {
     let settings = |unsafe_fixes| Settings { unsafe_fixes, to };
-    let safe = migrate_source(&source, &rules, &index, settings(false));
-    let unsafe_ = migrate_source(&source, &rules, &index, settings(true));
+    let safe = migrate_source(source, rules, index, settings(false));
+    let unsafe_ = migrate_source(source, rules, index, settings(true));
     assert!(
         safe.internal_error.is_none(),
         "{name}: {:?}",
@@ -63,13 +112,13 @@ fn snapshot_for(path: &Path, to: Target) -> String {
     // whose result does not parse; this names the fix that broke it).
     for d in &unsafe_.diagnostics {
         let Some(fix) = &d.fix else { continue };
-        let (alone, _) = edit::apply_fixes(&source, &[(0, fix)]);
+        let (alone, _) = edit::apply_fixes(source, &[(0, fix)]);
         assert!(
             parse::is_valid(&alone),
             "{name}: the fix of the finding at {:?} ({}) does not parse:\n{}",
             d.range,
             d.message,
-            render::unified_diff(&name, &source, &alone)
+            render::unified_diff(name, source, &alone)
         );
     }
     for (out, unsafe_fixes) in [(&safe.output, false), (&unsafe_.output, true)] {
@@ -79,26 +128,25 @@ fn snapshot_for(path: &Path, to: Target) -> String {
             "{name}: the fixed file does not parse:\n{out}"
         );
         // Idempotent: migrating the result again, with the same settings, changes nothing.
-        let again = migrate_source(out, &rules, &index, settings(unsafe_fixes));
+        let again = migrate_source(out, rules, index, settings(unsafe_fixes));
         if let Some(twice) = &again.output {
             panic!(
                 "{name}: a second migration (unsafe fixes: {unsafe_fixes}) changed the file again:\n{}",
-                render::unified_diff(&name, out, twice)
+                render::unified_diff(name, out, twice)
             );
         }
     }
 
     let required = Settings::default().required();
-    let mut snap =
-        render::diagnostics_text(&name, &source, &safe.diagnostics, &rules, required, true);
+    let mut snap = render::diagnostics_text(name, source, &safe.diagnostics, rules, required, true);
     match &safe.output {
-        Some(out) => snap.push_str(&render::unified_diff(&name, &source, out)),
+        Some(out) => snap.push_str(&render::unified_diff(name, source, out)),
         None => snap.push_str("(no safe fixes)\n"),
     }
     if unsafe_.output != safe.output {
         snap.push_str("\n--- with --unsafe-fixes ---\n");
-        let out = unsafe_.output.as_deref().unwrap_or(&source);
-        snap.push_str(&render::unified_diff(&name, &source, out));
+        let out = unsafe_.output.as_deref().unwrap_or(source);
+        snap.push_str(&render::unified_diff(name, source, out));
     }
     snap
 }

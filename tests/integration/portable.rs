@@ -166,3 +166,40 @@ fn classes_of_wrong_safe_fixes_are_portable() {
     snap.push_str(&render::unified_diff("portable/classes.py", &source, &text));
     insta::assert_snapshot!(snap);
 }
+
+/// A device chosen by a CUDA check in a library module is ported with the check even where its
+/// CUDA branch does other work first (scaling the batch by the device count, seeding CUDA) or
+/// falls back to `torch.device("cpu")`, when every finding in the branch is ported safely or
+/// only seeds CUDA (set A: a backend module imported through `importlib` trained on the CPU of
+/// a TPU VM). A branch with CUDA-only work left (cuDNN tuning) keeps its CUDA check.
+#[test]
+fn library_device_choices_with_other_work_are_ported() {
+    use tpuport::port::{RuleIndex, RuleSet, Settings, migrate_source, render};
+    let path = repo().join("tests/data/portable/library.py");
+    let source = std::fs::read_to_string(&path).unwrap();
+    let rules = RuleSet::builtin();
+    let index = RuleIndex::new(&rules);
+    let out = migrate_source(&source, &rules, &index, Settings::default());
+    let text = out.output.clone().expect("safe fixes");
+    for ported in [
+        "    if torch.accelerator.is_available():\n        setattr(args, \"batch_size\", args.batch_size * torch.accelerator.device_count())\n        torch.cuda.manual_seed_all(args.seed)\n        device = torch.accelerator.current_accelerator()",
+        "    if torch.accelerator.is_available():\n        device = torch.accelerator.current_accelerator()\n    else:\n        device = torch.device(\"cpu\")\n    return nn.Linear",
+        "    if torch.cuda.is_available():\n        torch.backends.cudnn.benchmark = True\n        device = \"cuda\"",
+    ] {
+        assert!(text.contains(ported), "no `{ported}` in\n{text}");
+    }
+    assert!(!text.contains("\"tpu"), "{text}");
+    let again = migrate_source(&text, &rules, &index, Settings::default());
+    assert!(again.output.is_none(), "{:?}", again.output);
+    let required = Settings::default().required();
+    let mut snap = render::diagnostics_text(
+        "portable/library.py",
+        &source,
+        &out.diagnostics,
+        &rules,
+        required,
+        true,
+    );
+    snap.push_str(&render::unified_diff("portable/library.py", &source, &text));
+    insta::assert_snapshot!(snap);
+}

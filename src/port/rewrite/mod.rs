@@ -23,7 +23,8 @@
 //! of modules that drive ONNX Runtime, ExecuTorch and the like), `params.rs` (test parameters
 //! fed by values computed elsewhere), `comments.rs` (code a
 //! comment ties to CUDA or NCCL), `group.rs` (a fix that needs a call made first, such as a
-//! barrier's process group, on every path of the program to it) and `own.rs` (attributes the program defines itself, such as a
+//! barrier's process group, on every path of the program to it, or another fix made too, such
+//! as the port of the PyTorch/XLA device that a step rewrite needs) and `own.rs` (attributes the program defines itself, such as a
 //! class's own `self.is_cuda`, are not PyTorch's).
 
 mod args;

@@ -248,6 +248,7 @@ pub(super) fn compile_rule(
     check_qualified(&def.not_if_uses)?;
     check_qualified(&def.remove_after)?;
     check_qualified(&def.safe_after)?;
+    check_qualified(&def.safe_if_ported)?;
     Ok(Rule {
         id: def.id,
         family: family.to_string(),
@@ -267,6 +268,7 @@ pub(super) fn compile_rule(
         not_if_uses: def.not_if_uses,
         remove_after: def.remove_after,
         safe_after: def.safe_after,
+        safe_if_ported: def.safe_if_ported,
         needles,
         origin: origin.to_string(),
         line,

@@ -267,6 +267,9 @@ pub struct Rule {
     /// The fix is safe only where every path of the program to the finding first calls one of
     /// these (same function, module level, or each caller in the file: `rewrite/safety/group.rs`).
     pub safe_after: Vec<String>,
+    /// The fix is safe only where every call of these in the file is ported by a safe fix too:
+    /// the PyTorch/XLA device that a step or sync rewrite assumes is TorchTPU's (`check/group.rs`).
+    pub safe_if_ported: Vec<String>,
     /// Substrings that must all occur in a file for this rule to possibly fire (ASCII
     /// case-insensitive; `a|b` = either); empty = always check.
     pub needles: Vec<String>,
@@ -341,6 +344,12 @@ impl Rule {
             out.push(format!(
                 "safe only where every path of the program to it calls {} first (in the same function, at module level, or in each of the file's calls of that function); unsafe elsewhere, library modules included",
                 self.safe_after.join(", ")
+            ));
+        }
+        if !self.safe_if_ported.is_empty() {
+            out.push(format!(
+                "safe only where every call of {} in the file is ported by a safe fix too; unsafe where one is left (the program would keep PyTorch/XLA's device)",
+                self.safe_if_ported.join(", ")
             ));
         }
         if !self.remove_after.is_empty() {

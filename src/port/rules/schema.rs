@@ -213,6 +213,11 @@ pub(super) struct RuleDef {
     /// finding (`torch.distributed.barrier()` needs `init_process_group`); elsewhere it is unsafe.
     #[serde(default)]
     pub(super) safe_after: Vec<String>,
+    /// The fix is safe only where every call of these in the file is ported by a safe fix too
+    /// (`opt.step()` for `xm.optimizer_step` is right on TorchTPU's device, not on a PyTorch/XLA
+    /// device the file keeps); elsewhere it is unsafe.
+    #[serde(default)]
+    pub(super) safe_if_ported: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

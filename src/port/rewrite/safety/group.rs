@@ -8,6 +8,14 @@
 //! callers in the file (a function started by `xmp.spawn` has no process group until XMP010's
 //! fix runs it through `_tpuport_torchrun_main`, which creates one). A library module is not a
 //! program: what runs before its code is decided elsewhere.
+//!
+//! The same holds for a fix that is right only together with another one (`safe_if_ported`):
+//! `xm.optimizer_step(opt)` → `opt.step()`, `xm.mark_step()` removed, `xm.wait_device_ops()` →
+//! `torch.accelerator.synchronize()` are right on TorchTPU's eager device, not on the
+//! PyTorch/XLA device a file keeps where its `xm.xla_device(2)` is left (manual, or an unsafe
+//! fix not applied): the branch would be half-ported, and its torch_xla import could go with
+//! the last call the safe fixes rewrote. Such a fix is safe only where every call of the named
+//! device functions in the file is ported by a safe fix too ([`keep_unported_devices`]).
 
 use std::collections::HashSet;
 
@@ -164,6 +172,70 @@ impl Checker<'_> {
             }
         }
         worst
+    }
+}
+
+/// Make unsafe the safe fixes of rules with `safe_if_ported` in a file where a call of one of
+/// those names is left: no safe fix covers it (`suppressed` tells the findings that
+/// `# tpuport: ignore` keeps off).
+pub(super) fn keep_unported_devices(
+    src: &str,
+    sem: &crate::port::semantic::Semantic,
+    rules: &crate::port::rules::RuleSet,
+    body: &[Stmt],
+    diags: &mut [crate::port::diagnostic::Diagnostic],
+    suppressed: &dyn Fn(&crate::port::diagnostic::Diagnostic) -> bool,
+) {
+    use crate::port::rules::FixClass;
+    let safe = |d: &crate::port::diagnostic::Diagnostic| {
+        d.fix
+            .as_ref()
+            .is_some_and(|f| f.applicability == FixClass::Safe)
+    };
+    let wants = |d: &crate::port::diagnostic::Diagnostic| {
+        safe(d) && !rules.rules[d.rule].safe_if_ported.is_empty()
+    };
+    if !diags.iter().any(wants) {
+        return;
+    }
+    // The calls of every name some finding's rule asks about, with the name.
+    let names: HashSet<&str> = diags
+        .iter()
+        .filter(|d| wants(d))
+        .flat_map(|d| {
+            rules.rules[d.rule]
+                .safe_if_ported
+                .iter()
+                .map(String::as_str)
+        })
+        .collect();
+    let mut calls: Vec<(TextRange, String)> = vec![];
+    walk(body, true, &mut |node, _| {
+        if let AnyNodeRef::ExprCall(c) = node
+            && let Some(q) = sem.qualified_name(&c.func)
+            && names.contains(q.as_str())
+        {
+            calls.push((c.range(), q));
+        }
+    });
+    let left: Vec<&(TextRange, String)> = calls
+        .iter()
+        .filter(|(call, _)| {
+            !diags
+                .iter()
+                .any(|d| safe(d) && !suppressed(d) && d.range.contains_range(*call))
+        })
+        .collect();
+    for d in diags.iter_mut().filter(|d| wants(d)) {
+        let asks = &rules.rules[d.rule].safe_if_ported;
+        let Some((call, _)) = left.iter().find(|(_, q)| asks.contains(q)) else {
+            continue;
+        };
+        let line = src[..call.start().to_usize()].matches('\n').count() + 1;
+        d.make_unsafe(&format!(
+            "not proven safe: this file keeps its PyTorch/XLA device `{}` (line {line}, not ported by a safe fix), and this rewrite is right only on TorchTPU's device: port that device too (or apply both with --unsafe-fixes)",
+            super::together::snippet(src, *call)
+        ));
     }
 }
 

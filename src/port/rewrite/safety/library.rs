@@ -26,9 +26,12 @@
 //! Under `--to portable` (the default) the CUDA users of a library keep what they had, so two
 //! of these go: CUDA's AMP APIs become the accelerator's (CUDA keeps float16 and its scaler), and
 //! a device chosen by a CUDA check (`"cuda" if torch.cuda.is_available() else "cpu"`, or the same
-//! as an `if`/`else` of assignments) becomes the current accelerator's where one is available:
-//! the same on CUDA, the TPU on a TPU VM (where the original trains on the CPU), and MPS or XPU
-//! on those machines, which the rules' advice says.
+//! as an `if`/`else` of assignments, `torch.device("cpu")` too) becomes the current
+//! accelerator's where one is available: the same on CUDA, the TPU on a TPU VM (where the
+//! original trains on the CPU of the TPU VM and exits 0), and MPS or XPU on those machines, which
+//! the rules' advice says. The CUDA branch may do other work before it picks the device
+//! (`args.batch_size *= torch.cuda.device_count()`, seeding) when every finding in it is ported
+//! safely or only seeds CUDA: that work then runs on the accelerator as well.
 
 use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor, TraversalSignal};
 use ruff_python_ast::{self as ast, AnyNodeRef};
@@ -121,11 +124,26 @@ struct Compares<'a> {
     functions: Vec<TextRange>,
     optional: Vec<(TextRange, &'a str)>,
     choices: Vec<(TextRange, TextRange)>,
+    /// Device choices whose CUDA branch does other work too: the test, the branch.
+    busy: Vec<(TextRange, TextRange)>,
 }
 
-/// Is the expression the string `"cpu"`?
+/// Is the expression the CPU: the string `"cpu"`, or `torch.device("cpu")`?
 fn is_cpu(e: &ast::Expr) -> bool {
-    matches!(e, ast::Expr::StringLiteral(s) if s.value.to_str() == "cpu")
+    match e {
+        ast::Expr::StringLiteral(s) => s.value.to_str() == "cpu",
+        ast::Expr::Call(c) => {
+            let device = match &*c.func {
+                ast::Expr::Attribute(a) => a.attr.as_str() == "device",
+                ast::Expr::Name(n) => n.id.as_str() == "device",
+                _ => false,
+            };
+            device
+                && c.arguments.keywords.is_empty()
+                && matches!(&*c.arguments.args, [a] if is_cpu(a))
+        }
+        _ => false,
+    }
 }
 
 /// The value a block assigns when it is one plain assignment.
@@ -134,6 +152,18 @@ fn assigned(body: &[ast::Stmt]) -> Option<&ast::Expr> {
         [ast::Stmt::Assign(a)] => Some(&a.value),
         _ => None,
     }
+}
+
+/// The name a block last assigns with one plain `name = value` statement, and the value: the
+/// device of a branch that also does other work (`setattr(args, ...)`, seeding) before it.
+fn last_assigned(body: &[ast::Stmt]) -> Option<(&str, &ast::Expr)> {
+    body.iter().rev().find_map(|s| match s {
+        ast::Stmt::Assign(a) => match &*a.targets {
+            [ast::Expr::Name(n)] => Some((n.id.as_str(), &*a.value)),
+            _ => None,
+        },
+        _ => None,
+    })
 }
 
 impl<'a> SourceOrderVisitor<'a> for Compares<'a> {
@@ -145,6 +175,31 @@ impl<'a> SourceOrderVisitor<'a> for Compares<'a> {
             }
             AnyNodeRef::ExprIf(e) if is_cpu(&e.orelse) => {
                 self.choices.push((e.test.range(), e.body.range()));
+                None
+            }
+            // `if cuda: <other work>; device = torch.device("cuda") else: device = "cpu"`: the
+            // branch does more than pick the device; its other statements then run on the
+            // accelerator too, so each must be ported safely or harmless there (checked with
+            // the findings, `busy`).
+            AnyNodeRef::StmtIf(i)
+                if i.elif_else_clauses.len() == 1
+                    && i.elif_else_clauses[0].test.is_none()
+                    && assigned(&i.body).is_none() =>
+            {
+                if let (Some((name, v)), Some((other, cpu))) = (
+                    last_assigned(&i.body),
+                    last_assigned(&i.elif_else_clauses[0].body),
+                ) && name == other
+                    && is_cpu(cpu)
+                    && !is_cpu(v)
+                {
+                    self.choices.push((i.test.range(), v.range()));
+                    let body = TextRange::new(
+                        i.body[0].range().start(),
+                        i.body[i.body.len() - 1].range().end(),
+                    );
+                    self.busy.push((i.test.range(), body));
+                }
                 None
             }
             // `if cuda: device = "cuda" else: device = "cpu"`; or a chain that also tests
@@ -161,6 +216,7 @@ impl<'a> SourceOrderVisitor<'a> for Compares<'a> {
                 }
                 None
             }
+
             AnyNodeRef::StmtFunctionDef(f) => {
                 self.functions.push(f.range());
                 None
@@ -240,9 +296,20 @@ pub(in crate::port::rewrite) fn keep_library_settings(
         compares
             .choices
             .iter()
-            .filter(|(_, device)| {
+            .filter(|(test, device)| {
                 // A device to port with the check, or one already ported (no finding left).
-                fixed_device(*device) || !diags.iter().any(|d| device.contains_range(d.range))
+                (fixed_device(*device) || !diags.iter().any(|d| device.contains_range(d.range)))
+                    && !compares.busy.iter().any(|(t, body)| {
+                        // The branch's other work runs on the accelerator too: every finding
+                        // in it is ported safely, or seeds CUDA (a no-op without CUDA).
+                        t == test
+                            && diags.iter().any(|d| {
+                                body.contains_range(d.range)
+                                    && !device.contains_range(d.range)
+                                    && !safe(d)
+                                    && rules.rules[d.rule].name != "cuda-manual-seed"
+                            })
+                    })
             })
             .map(|(test, _)| *test)
             .collect()

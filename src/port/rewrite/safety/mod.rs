@@ -14,6 +14,8 @@
 //! 2. [`Checker::judge_in_context`], once the finding exists: what the program around it says.
 //!    A dropped keyword whose value is not written here, and a fix that is right only after a
 //!    call the program makes first on every path (`group.rs`: a barrier's process group);
+//!    at the end of the module passes, a rewrite that is right only with the file's
+//!    PyTorch/XLA device ported too (`safe_if_ported`, also `group.rs`);
 //! 3. [`Checker::finalize`], last: fixes touching a syntax error are dropped, an unsafe fix's
 //!    reason becomes the note, and under `--to portable` a fix that only replaces CUDA is unsafe.
 //!
@@ -167,6 +169,17 @@ impl<'a> Checker<'a> {
             self.diags
                 .retain(|d| d.fix.is_some() || !done.contains(&d.range));
         }
+        // A step or sync rewrite goes with the file's PyTorch/XLA device (group.rs).
+        let mut diags = std::mem::take(&mut self.diags);
+        group::keep_unported_devices(
+            self.src,
+            self.sem,
+            self.rules,
+            &self.parsed.module.body,
+            &mut diags,
+            &|d| self.suppressed(d),
+        );
+        self.diags = diags;
     }
 
     /// Question 3, last: drop fixes that touch a region with a syntax error; an unsafe fix keeps its reason as

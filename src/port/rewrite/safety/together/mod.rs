@@ -48,23 +48,29 @@ fn fixed(d: &Diagnostic, safe_only: bool) -> bool {
 }
 
 /// What CUDA is left in `range` when only the fixes allowed by `safe_only` apply: a finding
-/// there that is not fixed and names CUDA, or a CUDA name that no fixed finding covers.
+/// there that is not fixed and names CUDA, or a CUDA name that no fixed finding covers; none
+/// inside `harmless` (CUDA seeds, a no-op without CUDA).
 fn left_cuda(
     src: &str,
     diags: &[Diagnostic],
     names: &[TextRange],
     range: TextRange,
     safe_only: bool,
+    harmless: &[TextRange],
 ) -> Option<TextRange> {
+    let kept = |r: &TextRange| !harmless.iter().any(|h| h.contains_range(*r));
     let unfixed = diags.iter().find(|d| {
-        !fixed(d, safe_only) && range.contains_range(d.range) && says_cuda(&src[d.range])
+        !fixed(d, safe_only)
+            && range.contains_range(d.range)
+            && kept(&d.range)
+            && says_cuda(&src[d.range])
     });
     if let Some(d) = unfixed {
         return Some(d.range);
     }
     names
         .iter()
-        .filter(|n| range.contains_range(**n))
+        .filter(|n| range.contains_range(**n) && kept(n))
         .find(|n| {
             !diags
                 .iter()
@@ -136,7 +142,7 @@ pub(in crate::port::rewrite) fn keep_together(
     let mut names = g.names.clone();
     for (flag, at) in &g.flag_uses {
         if let Some(value) = g.flags.get(flag)
-            && left_cuda(src, diags, &g.names, *value, false).is_some()
+            && left_cuda(src, diags, &g.names, *value, false, &[]).is_some()
         {
             names.push(*at);
         }
@@ -210,12 +216,35 @@ pub(in crate::port::rewrite) fn keep_together(
             demote(diags, &in_body, false, &note);
         }
     }
-    let left =
-        |diags: &[Diagnostic], r: TextRange, safe_only| left_cuda(src, diags, &names, r, safe_only);
+    // Under --to portable, a CUDA seed (`torch.cuda.manual_seed_all(s)`, RNG001 whose fix is
+    // left) in a branch that picks a device ported safely is not CUDA left there: without CUDA
+    // it is a no-op, so the branch runs as it is on the accelerator (library.rs ports such a
+    // device choice with its check). A branch that only seeds keeps its CUDA test.
+    let picks_device = |arm: &TextRange| {
+        diags
+            .iter()
+            .any(|d| fixed(d, true) && family(d) == "DEV" && arm.contains_range(d.range))
+    };
+    let seeds: Vec<TextRange> = diags
+        .iter()
+        .filter(|d| portable && rules.rules[d.rule].name == "cuda-manual-seed")
+        .filter(|d| {
+            g.guards.iter().any(|guard| {
+                guard
+                    .arms
+                    .iter()
+                    .any(|a| a.contains_range(d.range) && picks_device(a))
+            })
+        })
+        .map(|d| d.range)
+        .collect();
+    let left = |diags: &[Diagnostic], r: TextRange, safe_only| {
+        left_cuda(src, diags, &names, r, safe_only, &seeds)
+    };
     let mut arm_names = names.clone();
     arm_names.extend(&g.arm_names);
     let left_in_arm = |diags: &[Diagnostic], r: TextRange, safe_only| {
-        left_cuda(src, diags, &arm_names, r, safe_only)
+        left_cuda(src, diags, &arm_names, r, safe_only, &seeds)
     };
     chosen_for_cuda(src, rules, g, &relevant, diags);
     for _ in 0..8 {
