@@ -166,6 +166,15 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         Some(launcher::EVENTS_FD.to_string()),
     );
     env_vars.insert("PYTHONUNBUFFERED".into(), Some("1".into()));
+    if (opts.check.is_some() || opts.numerics.is_some())
+        && std::env::var_os("PYTHONHASHSEED").is_none()
+    {
+        // Runs compared step by step get the same seeds (the agent seeds torch, `random` and
+        // numpy); Python's string hashes are seeded at start-up, so iterating a set of names
+        // (`list({f.stem for f in root.iterdir()})`: a dataset's label order) differs between
+        // two runs of one program unless its hash seed is fixed.
+        env_vars.insert("PYTHONHASHSEED".into(), Some("0".into()));
+    }
     let (program, args) = match runtime {
         Runtime::Embedded => {
             env_vars.insert(
