@@ -270,10 +270,11 @@ def on_target(a, entry, migrated, work, target, steps_limit, manual_lines):
         t["loss_values"] = {}
         note = "%d ranks on the sim (xla-cpu runs one process): %s; one rank (--nproc 1) on TorchTPU: %s" % (
             entry["nproc"], t["outcome"], one["outcome"])
+        whys = ["ranks: " + t["why"]] if t.get("why") else []
+        whys += ["one rank: " + one["why"]] if one.get("why") else []
         if t["outcome"] == "ran" and one["outcome"] != "ran":
-            t.update(outcome=one["outcome"], why="%s (%s)" % (note, one.get("why", "")))
-        else:
-            t["why"] = note + ("; " + t["why"] if t.get("why") else "")
+            t["outcome"] = one["outcome"]
+        t["why"] = "; ".join([note] + whys)
     return t
 
 
