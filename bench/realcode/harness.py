@@ -37,12 +37,21 @@ The port on the original machine is recorded apart, as `original_machine`:
   failed     the port fails where the original runs: the exception's last line and the line
   n/a        not compared: the baseline does not run here (broken, or it needs a GPU or
              PyTorch/XLA that this machine lacks), or neither run recorded a loss
-It is counted in the summary, not yet in the exit status (with today's literal "tpu" rewrites
-most ports fail there; issue 25's portable rewrites are to make them identical).
+It counts in the exit status: a port that differs or fails where the original ran must be
+explained by scripts.toml's `expect_original` (the default port is portable: it keeps what the
+script does on its machine).
+
+A script with `nproc = N` (a DDP script) runs as N ranks (`--nproc N`: torchrun) on the host,
+for the baseline and the original machine, and on the sim; xla-cpu runs one process (TorchTPU's
+tpu_dist needs one PJRT client with a global view, which no CPU PJRT plugin offers), so there the
+N ranks run on the sim (tpuport says so) and, in addition, one rank of the same job (`--nproc
+1`: RANK, WORLD_SIZE=1, the script's DDP path) runs on TorchTPU itself, whose optimizer's
+parameters must be tpu tensors; xla-cpu's outcome is the worse of the two. Steps and losses are
+rank 0's; a failing rank's exception is the job's.
 
 Every outcome other than "ran" must be explained by scripts.toml's `expect` (`expect_xla_cpu` where
-xla-cpu's outcome differs from the sim's), or the harness exits 1 (as it does when a script with
-an `expect` runs).
+xla-cpu's outcome differs from the sim's), and every original machine other than identical or n/a
+by `expect_original`, or the harness exits 1 (as it does when a script with an `expect` runs).
 
 Writes OUT/results.jsonl (one record per script), OUT/results.md (the table the README quotes),
 OUT/<id>/ (the migrated copy, the events file, the run's output) and prints the table.
@@ -175,7 +184,7 @@ def run_one(entry, a):
     base = os.path.join(work, "host")
     shutil.copytree(folder, base)
     host = launch(a, entry, base, host_args, "host", steps_limit, os.path.join(work, "host"),
-                  flags=["--cuda-on-cpu"])
+                  flags=["--cuda-on-cpu"], nproc=entry.get("nproc"))
     rec["host"] = {k: host[k] for k in ("exit", "steps", "seconds")}
     port, err = migrate(a.tpuport, folder, entry["script"])
     if err:
@@ -210,7 +219,7 @@ def original_machine(a, entry, folder, work, host_args, steps_limit, host):
     copy = os.path.join(work, "port-host")
     shutil.copytree(folder, copy)
     run = launch(a, entry, copy, host_args, "host", steps_limit, os.path.join(work, "port-on-host"),
-                 flags=["--cuda-on-cpu"])
+                 flags=["--cuda-on-cpu"], nproc=entry.get("nproc"))
     m = {"exit": run["exit"], "steps": run["steps"], "seconds": run["seconds"]}
     if run["exit"] == 124:
         m.update(outcome="failed", why="timed out after %ss (steps: %d)" % (a.timeout, run["steps"]))
@@ -250,11 +259,30 @@ def first_difference(original, port):
 
 def on_target(a, entry, migrated, work, target, steps_limit, manual_lines):
     """The port's run on one target (in its own copy of the migrated folder, so that files one
-    run writes do not meet the next), classified."""
-    folder = os.path.join(work, target + "-src")
+    run writes do not meet the next), classified. A DDP script (`nproc`) on xla-cpu: its ranks
+    run on the sim (xla-cpu runs one process), and one rank of the job runs on TorchTPU itself."""
+    t = run_on(a, entry, migrated, work, target, target, steps_limit, manual_lines, entry.get("nproc"))
+    if entry.get("nproc") and target == "xla-cpu":
+        one = run_on(a, entry, migrated, work, target, target + "-rank", steps_limit, manual_lines, 1)
+        t["ranks_on"] = "sim"
+        t["one_rank"] = {k: one.get(k) for k in ("outcome", "why", "exit", "steps", "param_devices")}
+        # The one-rank job shards the data otherwise than the baseline's N ranks: no loss to compare.
+        t["loss_values"] = {}
+        note = "%d ranks on the sim (xla-cpu runs one process): %s; one rank (--nproc 1) on TorchTPU: %s" % (
+            entry["nproc"], t["outcome"], one["outcome"])
+        whys = ["ranks: " + t["why"]] if t.get("why") else []
+        whys += ["one rank: " + one["why"]] if one.get("why") else []
+        if t["outcome"] == "ran" and one["outcome"] != "ran":
+            t["outcome"] = one["outcome"]
+        t["why"] = "; ".join([note] + whys)
+    return t
+
+
+def run_on(a, entry, migrated, work, target, name, steps_limit, manual_lines, nproc):
+    folder = os.path.join(work, name + "-src")
     shutil.rmtree(folder, ignore_errors=True)
     shutil.copytree(migrated, folder)
-    run = launch(a, entry, folder, entry.get("args", []), target, steps_limit, os.path.join(work, target))
+    run = launch(a, entry, folder, entry.get("args", []), target, steps_limit, os.path.join(work, name), nproc=nproc)
     t = {"exit": run["exit"], "steps": run["steps"], "seconds": run["seconds"], "loss_values": run["losses"],
          "param_devices": run["devices"]}
     exception, output = run["exception"], run["output"]
@@ -262,12 +290,12 @@ def on_target(a, entry, migrated, work, target, steps_limit, manual_lines):
         # Also when the script caught TorchTPU's error and went on (an engine that logs and ends).
         t.update(outcome="tpu-gap", why=TPU_GAP.search(output or exception.get("message")).group(0))
         again = launch(a, entry, folder, entry.get("args", []), target, steps_limit,
-                       os.path.join(work, target + "-fallback"), flags=["--cpu-fallback"])
+                       os.path.join(work, name + "-fallback"), flags=["--cpu-fallback"], nproc=nproc)
         ok = again["exit"] == 0 and again["steps"] > 0 and not TPU_GAP.search(again["output"])
         t["with_cpu_fallback"] = "ran" if ok else "failed"
         t["why"] += "; with --cpu-fallback (TorchTPU's enable_cpu_fallback): %s" % t["with_cpu_fallback"]
     elif run["exit"] == 0 and run["steps"] > 0:
-        if target == "xla-cpu" and "tpu" not in run["devices"]:
+        if target == "xla-cpu" and nproc in (None, 1) and "tpu" not in run["devices"]:
             where = ", ".join("%d on %s" % (n, d) for d, n in sorted(run["devices"].items())) or "no optimizer seen"
             t.update(outcome="on-cpu", why="trained, but the optimizer's parameters are not on tpu (%s)" % where)
         else:
@@ -285,15 +313,18 @@ def on_target(a, entry, migrated, work, target, steps_limit, manual_lines):
     return t
 
 
-def launch(a, entry, folder, args, target, steps_limit, stem, flags=()):
-    """Run the script (through a synthetic-data driver) on a target; what came of it."""
+def launch(a, entry, folder, args, target, steps_limit, stem, flags=(), nproc=None):
+    """Run the script (through a synthetic-data driver) on a target, as `nproc` ranks if given;
+    what came of it (rank 0's steps and losses; the first failing rank's exception)."""
     script = os.path.join(folder, entry["script"])
     driver = stem + "-driver.py"
     with open(driver, "w") as f:
         f.write("import sys\nsys.path.insert(0, %r)\nimport synthetic\n" % HERE)
         f.write("synthetic.run(%r, %r, setups=%r)\n" % (script, args, entry.get("setups", [])))
-    events = stem + "-events.jsonl"
-    cmd = [a.tpuport, "run", "--target", target, *flags, "--losses", "--no-tui", "--python", a.python,
+    events = stem + ("-ranks" if nproc else "-events.jsonl")
+    shutil.rmtree(events, ignore_errors=True)
+    ranks = ["--nproc", str(nproc)] if nproc else []
+    cmd = [a.tpuport, "run", "--target", target, *flags, *ranks, "--losses", "--no-tui", "--python", a.python,
            "--events", events, "--max-steps", str(steps_limit), "--timeout", str(a.timeout), driver]
     env = dict(os.environ)
     env["PYTHONPATH"] = a.site + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -304,7 +335,13 @@ def launch(a, entry, folder, args, target, steps_limit, stem, flags=()):
     output = proc.stdout + proc.stderr
     with open(stem + "-output.txt", "w") as f:
         f.write("$ %s\n\n%s" % (" ".join(cmd), output))
-    steps, exception, _logs, losses, devices = events_summary(events)
+    if nproc:
+        per_rank = [events_summary(os.path.join(events, "rank%d.jsonl" % r)) for r in range(nproc)]
+        _, _, _, losses, devices = per_rank[0]
+        steps = min(r[0] for r in per_rank)
+        exception = next((r[1] for r in per_rank if r[1]), None)
+    else:
+        steps, exception, _logs, losses, devices = events_summary(events)
     return {"exit": proc.returncode, "steps": steps, "seconds": seconds, "exception": exception, "output": output,
             "losses": losses, "devices": devices}
 
@@ -422,7 +459,8 @@ def table(records, targets):
         why = "; ".join("%s: %s" % (t, w) for t, w in whys) if len(targets) > 1 else "; ".join(w for _, w in whys)
         om = r.get("original_machine") or {}
         if om.get("outcome") in ("differs", "failed"):
-            why = "original machine: %s%s" % (om.get("why", ""), "; " + why if why else "")
+            expect = " — expected: " + r["expect_original"] if r.get("expect_original") else ""
+            why = "original machine: %s%s%s" % (om.get("why", ""), expect, "; " + why if why else "")
         rows.append("| %s | %s | %d / %d | %s | %s | %s | %s |" % (
             r["id"], r["sdist"], fixed, left, original_cell(r), " | ".join(cells), " / ".join(secs),
             why.replace("|", "\\|")))
@@ -475,6 +513,7 @@ def main():
         print("== %s (%s %s)" % (e["id"], e["sdist"], e["script"]), file=sys.stderr, flush=True)
         r = run_one(e, a)
         r["expect_xla_cpu"] = e.get("expect_xla_cpu")
+        r["expect_original"] = e.get("expect_original")
         om = r.get("original_machine")
         if om:
             print("   original machine: %s%s" % (om["outcome"], ": " + om["why"] if om.get("why") else ""),
@@ -497,6 +536,12 @@ def main():
 
     unexplained = ["%s (%s)" % (r["id"], t) for r in records for t, o in outcomes(r) if o != "ran" and not expected(r, t)]
     surprising = ["%s (%s)" % (r["id"], t) for r in records for t, o in outcomes(r) if o == "ran" and expected(r, t)]
+    # The original machine: a port that differs or fails where the original ran.
+    original = [((r.get("original_machine") or {}).get("outcome"), r) for r in records]
+    unexplained += ["%s (original machine)" % r["id"] for o, r in original
+                    if o in ("differs", "failed") and not r.get("expect_original")]
+    surprising += ["%s (original machine)" % r["id"] for o, r in original
+                   if o == "identical" and r.get("expect_original")]
     if unexplained:
         print("unexplained failures (say why in scripts.toml `expect`, or fix): %s" % ", ".join(unexplained), file=sys.stderr)
     if surprising:

@@ -106,6 +106,7 @@ pub(super) fn run_script(a: RunArgs) -> Result<u8> {
             python: a.python.clone(),
             worker_args: worker_args(&raw, &script.to_string_lossy()),
             tpu_target: matches!(a.target, TargetArg::Tpu),
+            may_use_xla_cpu: matches!(a.target, TargetArg::Auto | TargetArg::XlaCpu),
             // With a terminal, the dashboard over the run folder shows every rank as they go.
             observer: (!a.no_tui && std::io::IsTerminal::is_terminal(&std::io::stdout())).then(
                 || {

@@ -166,6 +166,33 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         Some(launcher::EVENTS_FD.to_string()),
     );
     env_vars.insert("PYTHONUNBUFFERED".into(), Some("1".into()));
+    if (opts.check.is_some() || opts.numerics.is_some())
+        && std::env::var_os("PYTHONHASHSEED").is_none()
+    {
+        // Runs compared step by step get the same seeds (the agent seeds torch, `random` and
+        // numpy); Python's string hashes are seeded at start-up, so iterating a set of names
+        // (`list({f.stem for f in root.iterdir()})`: a dataset's label order) differs between
+        // two runs of one program unless its hash seed is fixed.
+        env_vars.insert("PYTHONHASHSEED".into(), Some("0".into()));
+    }
+    if plan.target == Target::XlaCpu
+        && std::env::var_os("RANK").is_some()
+        && std::env::var_os("TORCH_TPU_TOPOLOGY").is_none()
+    {
+        // A rank of a one-process job (torchrun --nproc 1; more go to the sim): TorchTPU then
+        // wants the slice's launch environment, which `set_tpu_launch_env` gives a one-chip
+        // host (else `missing required environment variables for distributed training:
+        // TORCH_TPU_SLICEBUILDER_ADDRESSES, TORCH_TPU_TOPOLOGY` at the first op).
+        let port = std::env::var("MASTER_PORT")
+            .ok()
+            .and_then(|p| p.parse::<u16>().ok())
+            .map_or(8470, |p| p.wrapping_add(1).max(1024));
+        env_vars.insert("TORCH_TPU_TOPOLOGY".into(), Some("1,1,1".into()));
+        env_vars.insert(
+            "TORCH_TPU_SLICEBUILDER_ADDRESSES".into(),
+            Some(format!("localhost:{port}")),
+        );
+    }
     let (program, args) = match runtime {
         Runtime::Embedded => {
             env_vars.insert(

@@ -35,6 +35,9 @@ pub struct RanksOptions {
     pub worker_args: Vec<String>,
     /// On the tpu target, export TorchTPU's topology for N local devices when unset.
     pub tpu_target: bool,
+    /// The target asked for is the default or xla-cpu: where xla-cpu would serve, several ranks
+    /// go to the sim instead, and the job says so (not for `--target host`/`sim`, nor one rank).
+    pub may_use_xla_cpu: bool,
     /// What shows the job while it runs, made once the run folder exists (None: torchrun's
     /// output on the terminal, the table at the end).
     pub observer: Option<ObserverStart>,
@@ -157,7 +160,8 @@ pub fn run(opts: RanksOptions) -> Result<i32> {
             cmd.env("TORCH_TPU_TOPOLOGY", t);
         }
     }
-    if !opts.tpu_target
+    if opts.may_use_xla_cpu
+        && opts.nproc * opts.nnodes > 1
         && scan_tpus(Path::new("/sys"), Path::new("/dev")).is_empty()
         && super::xla_cpu::for_env(&env, super::xla_cpu::this_platform()).is_ok()
     {

@@ -1,5 +1,7 @@
 """A one-process DDP script written for NCCL: the backend, `set_device(LOCAL_RANK)`, a
-`cuda:{rank}` device, DDP over it, a bfloat16 autocast and a checkpoint mapped to the device."""
+`cuda:{rank}` device, DDP over it with its GPU index (`device_ids=[local_rank]`: on the host,
+`--cuda-on-cpu` drops it, as DDP takes a CPU module only without it), a bfloat16 autocast and a
+checkpoint mapped to the device."""
 
 import os
 
@@ -15,7 +17,7 @@ dist.init_process_group(backend="nccl", rank=0, world_size=1)
 torch.cuda.set_device(local_rank)
 device = torch.device(f"cuda:{local_rank}")
 model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 1)).to(device)
-model = DDP(model)
+model = DDP(model, device_ids=[local_rank])
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 x = torch.randn(32, 16, device="cuda")
 y = torch.randn(32, 1, device="cuda")

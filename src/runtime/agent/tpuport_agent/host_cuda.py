@@ -10,7 +10,9 @@ it makes the script's CUDA the CPU:
   ``synchronize`` and ``empty_cache`` do nothing, memory figures 0, events timed on the host,
   streams in order (torch's own callers keep the host's answers: no CUDA);
 - ``torch.autocast("cuda", dtype)`` is the CPU's autocast with that dtype, ``GradScaler("cuda")``
-  the CPU's scaler; ``init_process_group("nccl")`` uses gloo;
+  the CPU's scaler; ``init_process_group("nccl")`` uses gloo; ``DDP(model, device_ids=[i])`` of
+  a model on the CPU (its CUDA) drops ``device_ids``/``output_device``, which DDP refuses for a
+  CPU module (a CUDA script's DDP passes its GPU's index);
 - ``torch.accelerator`` answers as on a one-GPU CUDA machine (the portable port's calls:
   ``current_accelerator()`` is ``cuda`` even with ``check_available=True``, so the port takes
   the path the original takes on CUDA and its tensors go where the original's go, the CPU;
@@ -296,3 +298,19 @@ def _distributed(torch):
         return original(backend, *args, **kwargs)
 
     dist.init_process_group = init_process_group
+
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    ddp_init = DDP.__init__
+
+    def ddp(self, module, device_ids=None, output_device=None, *args, **kwargs):
+        # The script's GPU index (`device_ids=[local_rank]`) names the CPU here, and DDP takes a
+        # CPU module only without device_ids: what it does for the module on one device.
+        if (device_ids and all(_is_cuda(d) for d in device_ids)
+                and {p.device.type for p in module.parameters()} == {HOST}):
+            device_ids, output_device = None, None
+        return ddp_init(self, module, device_ids, output_device, *args, **kwargs)
+
+    ddp.__wrapped__ = ddp_init
+    ddp.__doc__ = ddp_init.__doc__
+    DDP.__init__ = ddp

@@ -19,8 +19,10 @@ def install(agent, torch):
 
 
 def seed_and_record_loss(agent, torch):
-    """Same seeds in both runs; the loss of each step is the tensor backward() is called on, or
-    under a GradScaler the loss it scaled (also used by ``tpuport check`` and ``run --losses``)."""
+    """Same seeds in both runs (torch, `random`, numpy here; Python's hash seed is fixed when
+    tpuport starts the process: PYTHONHASHSEED=0 unless set); the loss of each step is the tensor
+    backward() is called on, or under a GradScaler the loss it scaled (also used by ``tpuport
+    check`` and ``run --losses``)."""
     torch.manual_seed(0)
     random.seed(0)
     if "numpy" in sys.modules:
