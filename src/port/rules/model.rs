@@ -29,8 +29,11 @@ pub struct Note {
 pub enum Lint {
     /// Device-to-host copies (`.item()`, `.cpu()`, `print(loss)`) in a training loop.
     HostSyncInLoop,
-    /// A module defining 2-D/3-D convolutions with no `channels_last` anywhere.
+    /// A program building 2-D/3-D convolutions with no `channels_last` anywhere (once per
+    /// program, or per package for library modules no entry script imports).
     ConvWithoutChannelsLast,
+    /// A program that trains in float32 and sets no matmul precision (once per program).
+    Fp32Training,
     /// `nonzero`, `argwhere`, one-argument `where` in compiled code.
     NonzeroInCompiled,
     /// Boolean-mask reads and `masked_select` in compiled code.
@@ -61,7 +64,7 @@ impl Lint {
     }
 
     /// Every lint: its name in rule files and what it finds.
-    pub const ALL: [(&'static str, Lint, &'static str); 12] = [
+    pub const ALL: [(&'static str, Lint, &'static str); 13] = [
         (
             "host-sync-in-loop",
             Lint::HostSyncInLoop,
@@ -70,7 +73,12 @@ impl Lint {
         (
             "conv-without-channels-last",
             Lint::ConvWithoutChannelsLast,
-            "classes building 2-D/3-D convolutions, and torchvision/timm models, in a file that never uses channels_last",
+            "classes building 2-D/3-D convolutions, and torchvision/timm models, in a program that never uses channels_last: once per program, on its entry script (for the project modules it imports too), or once per package for library modules no entry script imports",
+        ),
+        (
+            "fp32-training",
+            Lint::Fp32Training,
+            "a program (entry script and the project modules it imports) that steps an optimizer after .backward(), uses CUDA or the TPU, and neither sets a float32 matmul precision nor computes in a lower one (autocast, half or bfloat16 models): once, on its entry script",
         ),
         (
             "nonzero-in-compiled",
