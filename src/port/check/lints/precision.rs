@@ -58,6 +58,7 @@ struct Precision {
 
 impl Precision {
     fn of(text: &str) -> Precision {
+        let text = &without_comments(text);
         Precision {
             chosen: SETS_PRECISION.is_match(text) || LOWER_PRECISION.is_match(text),
             xla: text.contains("torch_xla"),
@@ -68,6 +69,29 @@ impl Precision {
 }
 
 static KEPT: tree::Kept<Precision> = LazyLock::new(Default::default);
+
+/// The text without its `#` comments (a `#` after an odd number of quotes on its line is taken
+/// to be in a string): a comment that names autocast chooses no precision.
+fn without_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let mut quotes = 0;
+        let mut end = line.len();
+        for (i, c) in line.char_indices() {
+            match c {
+                '"' | '\'' => quotes += 1,
+                '#' if quotes % 2 == 0 => {
+                    end = i;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        out.push_str(&line[..end]);
+        out.push('\n');
+    }
+    out
+}
 
 impl Checker<'_> {
     /// PRC008 on an entry script (see the module doc).
@@ -177,6 +201,9 @@ mod tests {
             let src = TRAIN.replace("def main():\n", &format!("def main():\n    {choice}\n"));
             assert!(prc008(&src, None).is_empty(), "{choice}");
         }
+        // A comment that names autocast chooses nothing.
+        let comment = TRAIN.replace("def main():\n", "def main():\n    # TODO: autocast\n");
+        assert_eq!(prc008(&comment, None).len(), 1);
         // No optimizer step (inference, guidance), a library module, a PyTorch/XLA program, a
         // program for no device: nothing.
         assert!(prc008(&TRAIN.replace("        opt.step()\n", ""), None).is_empty());
