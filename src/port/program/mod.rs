@@ -113,7 +113,7 @@ pub fn judge(files: &[FileState]) -> Vec<Program> {
             .iter()
             .flat_map(|f| f.left.iter().map(|l| (f.path.clone(), l.clone())))
             .collect();
-        blocks.sort();
+        blocks.sort_by(|(p, a), (q, b)| (p, a.line, &a.rule).cmp(&(q, b.line, &b.rule)));
         let verdict = match (applied, blocks.is_empty()) {
             (0, true) => Verdict::NoCuda,
             (_, true) => Verdict::Whole,

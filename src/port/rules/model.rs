@@ -52,6 +52,8 @@ pub enum Lint {
     HalfPrecision,
     /// A program that moves modules and shares weights between them (TorchTPU unties them).
     SharedWeightsMove,
+    /// `DistributedDataParallel(m, device_ids=[i])` with an index a TPU process does not have.
+    DdpDeviceIndex,
     /// A program (entry script and its project modules) that the migration left blocked on a
     /// TPU: judged over the whole run by `port::program`, not per file.
     ProgramBlocked,
@@ -60,11 +62,11 @@ pub enum Lint {
 impl Lint {
     /// Whether the lint brings its own fix (the rest report only: their rules are manual).
     pub fn fixes(self) -> bool {
-        matches!(self, Lint::SharedWeightsMove)
+        matches!(self, Lint::SharedWeightsMove | Lint::DdpDeviceIndex)
     }
 
     /// Every lint: its name in rule files and what it finds.
-    pub const ALL: [(&'static str, Lint, &'static str); 13] = [
+    pub const ALL: [(&'static str, Lint, &'static str); 14] = [
         (
             "host-sync-in-loop",
             Lint::HostSyncInLoop,
@@ -124,6 +126,11 @@ impl Lint {
             "shared-weights-move",
             Lint::SharedWeightsMove,
             "a program that moves modules with .to()/.cuda() and shares a weight between modules (a tie in its own code, tie_weights, opacus's DP RNNs)",
+        ),
+        (
+            "ddp-device-index",
+            Lint::DdpDeviceIndex,
+            "the device index given to DistributedDataParallel's device_ids (not 0, None, or already taken modulo the device count): ints get `% torch.accelerator.device_count()`, torch.device values are reported",
         ),
         (
             "program-blocked",

@@ -7,10 +7,11 @@
 //! `model.rs`: convolutional networks without channels-last, float16 casts, padding to the
 //! longest sequence; `programs.rs` and `precision.rs`: advice about a whole program (an entry
 //! script and the project modules it imports), given once on the entry script, or once per
-//! package; `ties.rs`: weights two modules share, moved to the TPU. Most findings are manual:
-//! the advice says what to change.
+//! package; `ties.rs`: weights two modules share, moved to the TPU; `ddp.rs`: DDP's device
+//! index. Most findings are manual: the advice says what to change.
 
 mod compiled;
+mod ddp;
 mod loops;
 mod model;
 mod precision;
@@ -82,6 +83,7 @@ impl<'a> Checker<'a> {
                     self.fp32_training_of_program(t)
                 }
                 Lint::SharedWeightsMove => self.shared_weights_moves(),
+                Lint::DdpDeviceIndex => self.ddp_device_indices(),
                 // Judged over the whole run, not per file (`port::program`, the driver).
                 Lint::ProgramBlocked => vec![],
                 Lint::HalfPrecision => model::half_casts(self),

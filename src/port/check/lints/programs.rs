@@ -72,22 +72,26 @@ fn convs_of(text: &str) -> Convs {
     Convs::Net(class.unwrap_or_else(|| "module level".into()), at)
 }
 
-/// The convolutions constructed in `text`: not a `class Conv2d(` or `def Conv2d(` statement,
-/// nor a bare `Conv2d(` where the module defines its own class of that name (peft's wrappers).
+/// The convolutions constructed in `text`: `nn.Conv2d(` (dotted), or a bare `Conv2d(` where the
+/// module imports that name from torch (not a `class Conv2d(`/`def Conv2d(` statement, nor a
+/// wrapper of the same name imported from elsewhere: peft's adapters).
 fn conv_calls(text: &str) -> impl Iterator<Item = regex::Match<'_>> {
-    let own: Vec<&str> = CLASS
-        .captures_iter(text)
-        .filter_map(|c| c.get(1))
-        .map(|n| n.as_str())
-        .filter(|n| n.contains("Conv"))
-        .collect();
+    let from_torch = |name: &str| {
+        FROM_TORCH.captures_iter(text).any(|c| {
+            c[1].split(|ch: char| !ch.is_alphanumeric() && ch != '_')
+                .any(|n| n == name)
+        })
+    };
     CONV_CALL.find_iter(text).filter(move |m| {
-        let before = text[..m.start()].trim_end_matches([' ', '\t']);
         let name = m.as_str().trim_end_matches('(');
-        let dotted = text[..m.start()].ends_with('.');
-        !before.ends_with("class") && !before.ends_with("def") && (dotted || !own.contains(&name))
+        text[..m.start()].ends_with('.') || from_torch(name)
     })
 }
+
+/// `from torch.nn import Conv2d, ReLU` (the names, to the end of the line or parentheses).
+static FROM_TORCH: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?m)^\s*from\s+torch(?:\.[\w.]+)?\s+import\s+(\([^)]*\)|[^\n]*)").unwrap()
+});
 
 /// "a.py (class `A`), b.py (class `B`) and 2 more", at most [`NAMED`] named.
 pub(super) fn listed(items: &[(String, String)]) -> String {
@@ -164,7 +168,7 @@ impl Checker<'_> {
         let base = dir.parent().unwrap_or(&dir);
         let mut others: Vec<(String, String)> = vec![];
         for f in tree::package_files(path).iter() {
-            if f == path {
+            if f == path || tree::is_test(f) {
                 continue;
             }
             let Convs::Net(what, _) = convs_on_disk(f) else {

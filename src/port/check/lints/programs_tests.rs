@@ -60,20 +60,28 @@ fn a_library_of_model_files_gets_one_finding_per_package() {
 fn a_module_whose_names_do_not_resolve_is_judged_by_its_text() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    // Its convolutions come from a wrapper library: the syntax tree sees no torch one, the
-    // text two constructions.
-    let layers = "from lora import Conv2d\n\nclass Block(Base):\n    def __init__(self):\n        self.inner = Conv2d(3, 3, 1)\n        self.other = Conv2d(3, 3, 1)\n";
-    // A module's own `Conv2d` class (peft's wrappers) and prose (`Conv2d (and Conv1d)`) are no
-    // torch convolutions.
+    // Convolutions imported from torch by name: the text counts them where the syntax tree
+    // cannot tell (here it can; the package's other modules are judged the same way).
+    let layers = "from torch.nn import (\n    Conv2d,\n    ReLU,\n)\n\nclass Block(Base):\n    def __init__(self):\n        self.inner = Conv2d(3, 3, 1)\n        self.other = Conv2d(3, 3, 1)\n";
+    // A wrapper of the same name imported from elsewhere (peft's adapters), a module's own
+    // `Conv2d` class, and prose (`Conv2d (and Conv1d)`) are no torch convolutions.
+    let wrapper = "from .layer import Conv2d\n\ndef wrap(a, b):\n    return Conv2d(a), Conv2d(b)\n";
     let own = "class Conv2d(Base):\n    \"\"\"For Conv2d (and Conv1d).\"\"\"\n\ndef make():\n    return Conv2d(1), Conv2d(2)\n";
     write(root, "one/__init__.py", "");
-    let layers = write(root, "one/a_layers.py", layers);
+    let layers = write(root, "one/b_layers.py", layers);
+    let wrapper = write(root, "one/a_wrapper.py", wrapper);
     let own = write(root, "one/a0_own.py", own);
+    // A test module is not counted, nor does it report.
+    let test = write(root, "one/test_a.py", &CNN.replace("NAME", "T"));
     assert_eq!(
         perf001(&layers),
-        ["5: `Conv2d(` builds a convolutional network in channels-first layout (class `Block`)"]
+        [
+            "8: `Conv2d(3, 3, 1)` builds a convolutional network in channels-first layout (class `Block`)"
+        ]
     );
-    assert!(perf001(&own).is_empty());
+    for none in [wrapper, own, test] {
+        assert!(perf001(&none).is_empty(), "{}", none.display());
+    }
 }
 
 #[test]
