@@ -335,7 +335,7 @@ fn program_findings(
                     continue;
                 }
                 let dir = p.entry.parent().map(Path::to_path_buf).unwrap_or_default();
-                let name = |f: &Path| f.strip_prefix(&dir).unwrap_or(f).display().to_string();
+                let name = |f: &Path| super::program::tree::shown(f, &dir);
                 let diags = [super::diagnostic::Diagnostic {
                     rule: index,
                     range: ruff_text_size::TextRange::default(),

@@ -201,8 +201,8 @@ fn python_files(dir: &Path, nested: bool, out: &mut Vec<PathBuf>) {
 type Importers = HashMap<PathBuf, PathBuf>;
 
 /// Tree root (and whether it is walked into) → its modules' importers, for the trees read.
-static TREES: LazyLock<Mutex<HashMap<(PathBuf, bool), Arc<Importers>>>> =
-    LazyLock::new(Default::default);
+type Trees = LazyLock<Mutex<HashMap<(PathBuf, bool), Arc<Importers>>>>;
+static TREES: Trees = LazyLock::new(Default::default);
 
 /// Which entry scripts can import the module: those of the folder above its top package (and
 /// below it), or, for a loose module, those beside it.
@@ -264,9 +264,12 @@ pub fn forget() {
     }
 }
 
-/// `path` relative to `base` when it is under it, for messages.
+/// `path` for messages: relative to `base` when it is under it, else to the folder its
+/// entry scripts are looked for in (above its top package).
 pub fn shown(path: &Path, base: &Path) -> String {
+    let root = tree_of(path).map(|(r, _)| r);
     path.strip_prefix(base)
+        .or_else(|e| root.as_deref().map_or(Err(e), |r| path.strip_prefix(r)))
         .unwrap_or(path)
         .display()
         .to_string()

@@ -11,6 +11,7 @@
 //! index. Most findings are manual: the advice says what to change.
 
 mod compiled;
+mod conv_text;
 mod ddp;
 mod loops;
 mod model;

@@ -9,89 +9,16 @@
 //! pipe) is its own program.
 
 use std::path::Path;
-use std::sync::LazyLock;
 
-use regex::Regex;
 use ruff_text_size::{TextRange, TextSize};
 
 use super::super::Checker;
+use super::conv_text::{Convs, convs_of, convs_on_disk, words, words_on_disk};
 use super::{Found, model};
 use crate::port::program::{imports, tree};
 
-/// A 2-D/3-D convolution constructed (`nn.Conv2d(`, `ConvTranspose3d(`).
-static CONV_CALL: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?-u:\b)(?:Lazy)?Conv(?:Transpose)?[23]d\(").unwrap());
-
-/// A torchvision or timm model built (`torchvision.models.resnet50(`, `timm.create_model(`).
-static BUILDER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?m)(?-u:\b)torchvision\.models\.[a-z]\w*\s*\(|(?-u:\b)timm\.create_model\s*\(|^from torchvision\.models import |^from torchvision import models\b")
-        .unwrap()
-});
-
-/// A class statement, for naming where a convolution is built.
-static CLASS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^\s*class\s+(\w+)").unwrap());
-
 /// How many other modules a finding names before it counts the rest.
 const NAMED: usize = 3;
-
-/// What a module's text says about convolutional networks.
-#[derive(Clone, Debug, PartialEq)]
-enum Convs {
-    /// It mentions `channels_last`: the program converts its model.
-    ChannelsLast,
-    /// It builds a convolutional network: where (`class `ResNet``), and at which byte.
-    Net(String, usize),
-    None,
-}
-
-/// Module file → what its text says.
-static CONVS: tree::Kept<Convs> = LazyLock::new(Default::default);
-
-fn convs_on_disk(path: &Path) -> Convs {
-    tree::fact(&CONVS, path, convs_of).unwrap_or(Convs::None)
-}
-
-/// Two convolutions or more (a ViT's one patch embedding is no CNN), or a torchvision/timm model.
-fn convs_of(text: &str) -> Convs {
-    if text.contains("channels_last") {
-        return Convs::ChannelsLast;
-    }
-    if !text.contains("Conv") && !text.contains("torchvision") && !text.contains("timm") {
-        return Convs::None;
-    }
-    let calls: Vec<regex::Match> = conv_calls(text).take(2).collect();
-    let at = match (&calls[..], BUILDER.find(text)) {
-        ([first, _], b) => b.map_or(first.start(), |b| b.start().min(first.start())),
-        (_, Some(b)) => b.start(),
-        _ => return Convs::None,
-    };
-    let class = CLASS
-        .captures_iter(&text[..at])
-        .last()
-        .map(|c| format!("class `{}`", &c[1]));
-    Convs::Net(class.unwrap_or_else(|| "module level".into()), at)
-}
-
-/// The convolutions constructed in `text`: `nn.Conv2d(` (dotted), or a bare `Conv2d(` where the
-/// module imports that name from torch (not a `class Conv2d(`/`def Conv2d(` statement, nor a
-/// wrapper of the same name imported from elsewhere: peft's adapters).
-fn conv_calls(text: &str) -> impl Iterator<Item = regex::Match<'_>> {
-    let from_torch = |name: &str| {
-        FROM_TORCH.captures_iter(text).any(|c| {
-            c[1].split(|ch: char| !ch.is_alphanumeric() && ch != '_')
-                .any(|n| n == name)
-        })
-    };
-    CONV_CALL.find_iter(text).filter(move |m| {
-        let name = m.as_str().trim_end_matches('(');
-        text[..m.start()].ends_with('.') || from_torch(name)
-    })
-}
-
-/// `from torch.nn import Conv2d, ReLU` (the names, to the end of the line or parentheses).
-static FROM_TORCH: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?m)^\s*from\s+torch(?:\.[\w.]+)?\s+import\s+(\([^)]*\)|[^\n]*)").unwrap()
-});
 
 /// "a.py (class `A`), b.py (class `B`) and 2 more", at most [`NAMED`] named.
 pub(super) fn listed(items: &[(String, String)]) -> String {
@@ -147,9 +74,10 @@ impl Checker<'_> {
         }
         // A library module: the text decides whether it counts with its package (as the
         // package's other modules are judged); the syntax tree, where it finds the network.
-        let Convs::Net(what, at) = convs_of(self.src) else {
+        let Convs::Net(net) = convs_of(self.src) else {
             return vec![];
         };
+        let (what, at) = (net.what, net.at);
         let (range, here) = own().unwrap_or_else(|| {
             let end = self.src[at..].find('(').map_or(at, |i| at + i + 1);
             let range = TextRange::new(
@@ -171,7 +99,7 @@ impl Checker<'_> {
             if f == path || tree::is_test(f) {
                 continue;
             }
-            let Convs::Net(what, _) = convs_on_disk(f) else {
+            let Convs::Net(net) = convs_on_disk(f) else {
                 continue;
             };
             if tree::entry_importing(f).is_some() || tree::entry_on_disk(f) {
@@ -180,7 +108,7 @@ impl Checker<'_> {
             if f < &path.to_path_buf() {
                 return vec![];
             }
-            others.push((tree::shown(f, base), what));
+            others.push((tree::shown(f, base), net.what));
         }
         let detail = match others.len() {
             0 => format!(" ({here})"),
@@ -192,16 +120,39 @@ impl Checker<'_> {
         vec![Found::with(range, detail)]
     }
 
-    /// PERF001 on an entry script: its own networks and those of the project modules it imports,
-    /// unless one of them converts to channels-last.
+    /// PERF001 on an entry script: its own networks and those of the project modules it imports
+    /// that it uses (one of the module's names that build a network appears in the program's
+    /// other files, or the module builds one on import), unless a file of the program converts
+    /// to channels-last.
     fn conv_nets_of_entry(&self, path: &Path, own: Option<(TextRange, String)>) -> Vec<Found> {
         let base = path.parent().unwrap_or(path);
-        let mut nets: Vec<(String, String, std::ops::Range<usize>)> = vec![];
-        for m in imports::modules_of(path, self.src) {
+        let members = imports::modules_of(path, self.src);
+        let mut candidates = vec![];
+        for m in &members {
             match convs_on_disk(&m.file) {
                 Convs::ChannelsLast => return vec![],
-                Convs::Net(what, _) => nets.push((tree::shown(&m.file, base), what, m.via)),
+                Convs::Net(net) => candidates.push((m, net)),
                 Convs::None => {}
+            }
+        }
+        if candidates.is_empty() && own.is_none() {
+            return vec![];
+        }
+        // Re-exports (`__init__.py`) are no use.
+        let mut texts = vec![(path.to_path_buf(), std::sync::Arc::new(words(self.src)))];
+        for m in &members {
+            if m.file.file_name().is_some_and(|n| n != "__init__.py") {
+                texts.push((m.file.clone(), words_on_disk(&m.file)));
+            }
+        }
+        let mut nets: Vec<(String, String, std::ops::Range<usize>)> = vec![];
+        for (m, net) in candidates {
+            let used = net.on_import
+                || texts
+                    .iter()
+                    .any(|(f, w)| *f != m.file && net.names.iter().any(|n| w.contains(n)));
+            if used {
+                nets.push((tree::shown(&m.file, base), net.what, m.via.clone()));
             }
         }
         let modules: Vec<(String, String)> = nets

@@ -145,3 +145,38 @@ fn a_program_that_converts_somewhere_has_nothing_to_report() {
     );
     assert!(perf001(&train).is_empty());
 }
+
+#[test]
+fn a_layer_library_the_program_uses_for_other_names_is_no_cnn_of_it() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    write(root, "lib/__init__.py", "from .layers import *\n");
+    // Conv blocks beside the Linear the program uses; a factory of them.
+    write(
+        root,
+        "lib/layers.py",
+        &format!(
+            "{}\n\ndef make_cnn():\n    return NAME()\n\n\nclass Dense(nn.Module):\n    pass\n",
+            CNN.replace("NAME", "ConvBlock")
+        )
+        .replace("NAME()", "ConvBlock()"),
+    );
+    let mlp = write(
+        root,
+        "examples/mlp.py",
+        "import torch\nfrom lib import layers\n\nif __name__ == \"__main__\":\n    net = layers.Dense()\n",
+    );
+    assert!(perf001(&mlp).is_empty());
+    // A program that calls the factory builds the network.
+    let cnn = write(
+        root,
+        "examples/cnn.py",
+        "import torch\nfrom lib import layers\n\nif __name__ == \"__main__\":\n    net = layers.make_cnn()\n",
+    );
+    assert_eq!(
+        perf001(&cnn),
+        [
+            "2: `from lib import layers` builds a convolutional network in channels-first layout (in the project modules this program imports: lib/layers.py (class `ConvBlock`))"
+        ]
+    );
+}
