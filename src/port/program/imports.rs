@@ -94,21 +94,30 @@ pub fn project_imports(path: &Path, text: &str) -> Vec<Import> {
 }
 
 /// The file of module `segments` (`level` leading dots) imported by the file at `path`: beside
-/// it, or in the packages of its tree.
+/// it, or in the packages of its tree. An absolute import names a top-level package: one in a
+/// folder above the file that is not itself a package (`import torch` in a module of `norse` is
+/// torch, not the subpackage `norse/torch/`).
 fn resolve(path: &Path, level: usize, segments: &[&str]) -> Option<PathBuf> {
-    if level == 0 {
-        if segments.is_empty() {
-            return None;
-        }
-        let dir = path.parent()?;
-        let base = segments.iter().fold(dir.to_path_buf(), |p, s| p.join(s));
-        for file in [base.with_extension("py"), base.join("__init__.py")] {
-            if tree::is_file(&file) {
-                return Some(file);
-            }
-        }
+    if level > 0 {
+        return crate::port::neighbours::module_in_tree(path, level, segments);
     }
-    crate::port::neighbours::module_in_tree(path, level, segments)
+    let first = *segments.first()?;
+    let dir = path.parent()?;
+    if let Some(file) = module_file(dir, segments) {
+        return Some(file);
+    }
+    let root = dir.ancestors().take(12).find(|a| {
+        tree::is_file(&a.join(first).join("__init__.py")) && !tree::is_file(&a.join("__init__.py"))
+    })?;
+    module_file(root, segments)
+}
+
+/// The file of module `segments` under `dir`: `a/b.py` or `a/b/__init__.py`.
+fn module_file(dir: &Path, segments: &[&str]) -> Option<PathBuf> {
+    let base = segments.iter().fold(dir.to_path_buf(), |p, s| p.join(s));
+    [base.with_extension("py"), base.join("__init__.py")]
+        .into_iter()
+        .find(|f| tree::is_file(f))
 }
 
 /// One module of a program: its file, the range of the entry script's import statement that
@@ -219,6 +228,10 @@ mod tests {
             files(project_imports(&top, "import pkg.sub\n")),
             vec![d.path().join("pkg/sub/__init__.py")]
         );
+        // A subpackage named like a top-level one is not what an absolute import finds.
+        std::fs::create_dir_all(d.path().join("pkg/torch")).unwrap();
+        std::fs::write(d.path().join("pkg/torch/__init__.py"), "").unwrap();
+        assert!(project_imports(&script, "import torch\n").is_empty());
         // Imports under `try:` or in a function are not the program's for sure: not followed.
         assert!(
             project_imports(

@@ -74,6 +74,9 @@ pub(super) fn convs_of(text: &str) -> Convs {
     if !text.contains("Conv") && !text.contains("torchvision") && !text.contains("timm") {
         return Convs::None;
     }
+    // Docstring examples (`>>> Lift(nn.Conv2d(1, 1, 3))`) and comments build nothing.
+    let code = code_only(text);
+    let text = code.as_str();
     let mut places: Vec<usize> = conv_calls(text).map(|m| m.start()).collect();
     let builders: Vec<usize> = BUILDER.find_iter(text).map(|m| m.start()).collect();
     if places.len() < 2 && builders.is_empty() {
@@ -183,11 +186,59 @@ pub(super) fn conv_calls(text: &str) -> impl Iterator<Item = regex::Match<'_>> {
     })
 }
 
-/// The identifiers of a text.
+/// The identifiers of a text's code.
 pub(super) fn words(text: &str) -> HashSet<String> {
-    WORD.find_iter(text)
+    WORD.find_iter(&code_only(text))
         .map(|w| w.as_str().to_string())
         .collect()
+}
+
+/// `text` with the insides of its strings and its comments blanked (byte offsets kept).
+fn code_only(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = b.to_vec();
+    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for c in &mut out[from.min(to)..to] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+    };
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'#' => {
+                let end = text[i..].find('\n').map_or(b.len(), |n| i + n);
+                blank(&mut out, i, end);
+                i = end;
+            }
+            q @ (b'"' | b'\'') => {
+                let triple = b[i..].starts_with(&[q, q, q]);
+                let open = if triple { 3 } else { 1 };
+                let mut j = i + open;
+                while j < b.len() {
+                    if b[j] == b'\\' {
+                        j += 2;
+                        continue;
+                    }
+                    let closes = if triple {
+                        b[j..].starts_with(&[q, q, q])
+                    } else {
+                        b[j] == q || b[j] == b'\n'
+                    };
+                    if closes {
+                        break;
+                    }
+                    j += 1;
+                }
+                let end = j.min(b.len());
+                blank(&mut out, i + open, end);
+                i = (end + open).min(b.len());
+            }
+            _ => i += 1,
+        }
+    }
+    String::from_utf8(out).unwrap_or_default()
 }
 
 static WORDS: tree::Kept<Arc<HashSet<String>>> = LazyLock::new(Default::default);
@@ -217,5 +268,8 @@ mod tests {
         };
         assert!(net.on_import && net.names.is_empty());
         assert_eq!(convs_of("x = nn.Conv2d(1, 1, 1)\n"), Convs::None);
+        // Docstring examples and comments build nothing.
+        let doc = "class Lift(nn.Module):\n    \"\"\"\n    >>> Lift(nn.Conv2d(1, 1, 3))\n    >>> nn.Conv2d(1, 1, 3)\n    \"\"\"\n    # nn.Conv2d(1, 1, 3)\n";
+        assert_eq!(convs_of(doc), Convs::None);
     }
 }

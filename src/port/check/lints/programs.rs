@@ -69,6 +69,10 @@ impl Checker<'_> {
                 .into_iter()
                 .collect();
         };
+        // A test is neither a program nor a module programs use.
+        if tree::is_test(path) {
+            return vec![];
+        }
         if tree::is_entry(path, self.src) {
             return self.conv_nets_of_entry(path, own());
         }

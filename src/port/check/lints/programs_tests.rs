@@ -72,7 +72,7 @@ fn a_module_whose_names_do_not_resolve_is_judged_by_its_text() {
     let wrapper = write(root, "one/a_wrapper.py", wrapper);
     let own = write(root, "one/a0_own.py", own);
     // A test module is not counted, nor does it report.
-    let test = write(root, "one/test_a.py", &CNN.replace("NAME", "T"));
+    let test = write(root, "one/a_test.py", &CNN.replace("NAME", "T"));
     assert_eq!(
         perf001(&layers),
         [
