@@ -194,7 +194,7 @@ pub(super) fn words(text: &str) -> HashSet<String> {
 }
 
 /// `text` with the insides of its strings and its comments blanked (byte offsets kept).
-fn code_only(text: &str) -> String {
+pub(super) fn code_only(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = b.to_vec();
     let blank = |out: &mut Vec<u8>, from: usize, to: usize| {

@@ -41,8 +41,8 @@ enum Index {
     Fine,
     /// An int: `i % torch.accelerator.device_count()`.
     Int,
-    /// A device object: reported.
-    Device,
+    /// A device object (certainly, or by its name): reported.
+    Device(bool),
 }
 
 impl Checker<'_> {
@@ -89,15 +89,23 @@ impl Checker<'_> {
             },
             Expr::NoneLiteral(_) | Expr::StringLiteral(_) | Expr::FString(_) => Index::Fine,
             _ if text.contains("device_count") || text.contains("current_device") => Index::Fine,
-            Expr::Call(c) if self.callee(c).is_some_and(|q| q == "torch.device") => Index::Device,
-            _ if DEVICE_NAME.is_match(text) => Index::Device,
+            Expr::Call(c) if self.callee(c).is_some_and(|q| q == "torch.device") => {
+                Index::Device(true)
+            }
+            // A device's index is an int (`device.index`).
+            Expr::Attribute(a) if a.attr.as_str() == "index" => Index::Int,
+            _ if DEVICE_NAME.is_match(text) => Index::Device(false),
             _ => Index::Int,
         };
         match what {
             Index::Fine => None,
-            Index::Device => Some(Found::with(
+            Index::Device(true) => Some(Found::with(
                 e.range(),
                 " (a torch.device: write its `.index % torch.accelerator.device_count()`, or leave device_ids out)".into(),
+            )),
+            Index::Device(false) => Some(Found::with(
+                e.range(),
+                " (by its name a device, which `%` does not apply to: for a torch.device `d` write `d.index % torch.accelerator.device_count()`, for an int `i % torch.accelerator.device_count()`, or leave device_ids out)".into(),
             )),
             Index::Int => {
                 let atom = matches!(
@@ -150,7 +158,7 @@ mod tests {
 
     #[test]
     fn an_int_device_index_is_taken_modulo_the_device_count() {
-        let src = "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n\nm = DDP(model, device_ids=[local_rank], output_device=local_rank)\nn = torch.nn.parallel.DistributedDataParallel(model, [args.gpu + 1])\n";
+        let src = "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n\nm = DDP(model, device_ids=[local_rank], output_device=local_rank)\nn = torch.nn.parallel.DistributedDataParallel(model, [args.gpu + 1])\no = DDP(model, device_ids=[device.index])\n";
         let (out, found) = port(src);
         let out = out.expect("fixed");
         assert!(
@@ -161,7 +169,11 @@ mod tests {
             out.contains("(model, [(args.gpu + 1) % torch.accelerator.device_count()])"),
             "{out}"
         );
-        assert_eq!(found.len(), 2);
+        assert!(
+            out.contains("device_ids=[device.index % torch.accelerator.device_count()]"),
+            "{out}"
+        );
+        assert_eq!(found.len(), 3);
         // A second run changes nothing.
         assert_eq!(port(&out), (None, vec![]));
     }

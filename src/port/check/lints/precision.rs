@@ -32,7 +32,7 @@ static SETS_PRECISION: LazyLock<Regex> = LazyLock::new(|| {
 /// precision switches of Lightning, Accelerate, Hugging Face and apex.
 static LOWER_PRECISION: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"autocast|\.half\(\)|\.bfloat16\(\)|torch\.(bfloat16|float16|half)\b|mixed_precision|\b(bf16|fp16)\b|\bamp\b",
+        r#"autocast|\.half\(\)|\.bfloat16\(\)|torch\.(bfloat16|float16|half)\b|mixed_precision|\b(bf16|fp16)\b|\bamp\b|16-mixed|16-true|precision\s*=\s*["']?16\b"#,
     )
     .unwrap()
 });
@@ -58,12 +58,15 @@ struct Precision {
 
 impl Precision {
     fn of(text: &str) -> Precision {
-        let text = &without_comments(text);
+        // Settings and devices are often strings (`precision="bf16-mixed"`, `"cuda"`): read
+        // without comments; a training step is code (not a docstring's `>>> loss.backward()`).
+        let plain = &without_comments(text);
+        let code = &super::conv_text::code_only(text);
         Precision {
-            chosen: SETS_PRECISION.is_match(text) || LOWER_PRECISION.is_match(text),
-            xla: text.contains("torch_xla"),
-            device: DEVICE.is_match(text),
-            trains: BACKWARD.is_match(text) && STEP.is_match(text),
+            chosen: SETS_PRECISION.is_match(plain) || LOWER_PRECISION.is_match(plain),
+            xla: plain.contains("torch_xla"),
+            device: DEVICE.is_match(plain),
+            trains: BACKWARD.is_match(code) && STEP.is_match(code),
         }
     }
 }
@@ -201,6 +204,12 @@ mod tests {
             let src = TRAIN.replace("def main():\n", &format!("def main():\n    {choice}\n"));
             assert!(prc008(&src, None).is_empty(), "{choice}");
         }
+        // Lightning's mixed precision is a choice; a docstring's training step is no training.
+        let lightning = TRAIN.replace(
+            "def main():\n",
+            "def main():\n    trainer = Trainer(precision=\"16-mixed\")\n",
+        );
+        assert!(prc008(&lightning, None).is_empty());
         // A comment that names autocast chooses nothing.
         let comment = TRAIN.replace("def main():\n", "def main():\n    # TODO: autocast\n");
         assert_eq!(prc008(&comment, None).len(), 1);
