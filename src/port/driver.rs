@@ -100,7 +100,7 @@ pub fn run_to(
     let start = Instant::now();
     let index = RuleIndex::new(rules);
     // What was learnt about the tree's programs in an earlier run (`--watch`) may be stale.
-    super::program::tree::forget();
+    super::program::forget();
     let found = files::discover_with(&opts.paths, opts.no_ignore, opts.exclude.as_ref());
     let bar = super::progress::Progress::start(found.files.len(), opts.quiet);
     let reports: Vec<FileReport> = found

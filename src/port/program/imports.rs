@@ -2,12 +2,13 @@
 //! (column 0: not under `try`/`if`, not in a function), resolved on disk to a module beside the
 //! file (as `python script.py` finds it) or in a package of its tree. The one import follower of
 //! the program model: PRG001's judgement over a run's files, and the program lints (PERF001,
-//! PRC008, the weight ties of DEV018) that read the other files of a program from disk.
+//! PRC008, the weight ties of DEV018) that read the other files of a program from disk; and
+//! which entry script of a tree imports a module ([`entry_importing`]).
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use regex::Regex;
 
@@ -173,14 +174,77 @@ pub fn reachable(
 }
 
 /// The project modules of the program whose entry script is the file at `path` (its text
-/// `text`), read from disk ([`tree::imports_on_disk`]).
+/// `text`), read from disk ([`imports_on_disk`]).
 pub fn modules_of(path: &Path, text: &str) -> Vec<Member> {
     modules_within(path, text, usize::MAX)
 }
 
 /// [`modules_of`], at most `hops` imports away from the file.
 pub fn modules_within(path: &Path, text: &str, hops: usize) -> Vec<Member> {
-    reachable(path, text, hops, &|p| tree::imports_on_disk(p))
+    reachable(path, text, hops, &imports_on_disk)
+}
+
+/// Module file → the project modules it imports at top level.
+static IMPORTS: tree::Kept<Arc<Vec<PathBuf>>> = LazyLock::new(Default::default);
+
+/// The project modules the file at `path` imports at top level, read from disk.
+pub fn imports_on_disk(path: &Path) -> Option<Arc<Vec<PathBuf>>> {
+    tree::fact(&IMPORTS, path, |text| {
+        Arc::new(
+            project_imports(path, text)
+                .into_iter()
+                .map(|i| i.file)
+                .collect(),
+        )
+    })
+}
+
+/// Module file → the first entry script of its tree (in path order) that imports it.
+type Importers = HashMap<PathBuf, PathBuf>;
+
+/// Tree root (and whether it is walked into) → its modules' importers, for the trees read.
+type Trees = LazyLock<Mutex<HashMap<(PathBuf, bool), Arc<Importers>>>>;
+static TREES: Trees = LazyLock::new(Default::default);
+
+/// The entry script of the module's tree that imports it (the first in path order), if any.
+pub fn entry_importing(path: &Path) -> Option<PathBuf> {
+    let key = tree::tree_of(path)?;
+    let tree = {
+        // Held while the tree is read: the other threads want the same answer.
+        let mut trees = TREES.lock().ok()?;
+        match trees.get(&key) {
+            Some(t) => t.clone(),
+            None => {
+                let t = Arc::new(importers(&key.0, key.1));
+                trees.insert(key, t.clone());
+                t
+            }
+        }
+    };
+    tree.get(path).cloned()
+}
+
+fn importers(root: &Path, nested: bool) -> Importers {
+    let mut out: Importers = HashMap::new();
+    for f in tree::listing(root, nested).iter() {
+        if !tree::entry_on_disk(f) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(f) else {
+            continue;
+        };
+        for m in modules_of(f, &text) {
+            out.entry(m.file).or_insert_with(|| f.clone());
+        }
+    }
+    out
+}
+
+/// Forget the trees read (the start of a run: [`super::forget`]).
+pub(super) fn forget() {
+    if let Ok(mut t) = TREES.lock() {
+        t.clear();
+    }
 }
 
 #[cfg(test)]

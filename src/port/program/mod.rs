@@ -14,6 +14,13 @@
 pub mod imports;
 pub mod tree;
 
+/// Forget what was learnt about the tree's files and programs (the start of a run: `migrate
+/// --watch` runs again after a change).
+pub fn forget() {
+    tree::forget();
+    imports::forget();
+}
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

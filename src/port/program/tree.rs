@@ -1,7 +1,7 @@
-//! Programs found on disk: which files are entry scripts, the packages library modules belong
-//! to, and which entry script of a tree imports a module. Read as text, each file once per run
-//! (a file's facts are kept with its modification time; [`forget`] drops everything, and the
-//! driver calls it at the start of each run, so `migrate --watch` sees new files).
+//! Programs found on disk: which files are entry scripts, and the packages library modules belong
+//! to (which entry script imports a module is `imports::entry_importing`). Read as text, each
+//! file once per run (a file's facts are kept with its modification time; the folders listed are
+//! forgotten at the start of each run, so `migrate --watch` sees new files).
 //!
 //! An entry script runs as a program: an `if __name__ == "__main__":` block at column 0, a
 //! package's `__main__.py`, or a loose script (no `__init__.py` beside it) with a call statement
@@ -16,8 +16,6 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::SystemTime;
 
 use regex::Regex;
-
-use super::imports;
 
 /// An `if __name__ == "__main__":` block at column 0 (either way round).
 static MAIN_GUARD: LazyLock<Regex> = LazyLock::new(|| {
@@ -102,21 +100,6 @@ pub fn fact<T: Clone>(kept: &Kept<T>, path: &Path, learn: impl FnOnce(&str) -> T
     Some(found)
 }
 
-/// Module file → the project modules it imports at top level.
-static IMPORTS: Kept<Arc<Vec<PathBuf>>> = LazyLock::new(Default::default);
-
-/// The project modules the file at `path` imports at top level, read from disk.
-pub fn imports_on_disk(path: &Path) -> Option<Arc<Vec<PathBuf>>> {
-    fact(&IMPORTS, path, |text| {
-        Arc::new(
-            imports::project_imports(path, text)
-                .into_iter()
-                .map(|i| i.file)
-                .collect(),
-        )
-    })
-}
-
 /// The top package directory above the file (the highest folder of a chain that holds
 /// `__init__.py`), or None for a loose module.
 fn top_package(path: &Path) -> Option<PathBuf> {
@@ -156,7 +139,7 @@ pub fn package_files(path: &Path) -> Arc<Vec<PathBuf>> {
     listing(&package_of(path).0, nested)
 }
 
-fn listing(dir: &Path, nested: bool) -> Arc<Vec<PathBuf>> {
+pub(super) fn listing(dir: &Path, nested: bool) -> Arc<Vec<PathBuf>> {
     let key = (dir.to_path_buf(), nested);
     if let Some(known) = LISTED.lock().ok().and_then(|l| l.get(&key).cloned()) {
         return known;
@@ -197,16 +180,9 @@ fn python_files(dir: &Path, nested: bool, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Module file → the first entry script of its tree (in path order) that imports it.
-type Importers = HashMap<PathBuf, PathBuf>;
-
-/// Tree root (and whether it is walked into) → its modules' importers, for the trees read.
-type Trees = LazyLock<Mutex<HashMap<(PathBuf, bool), Arc<Importers>>>>;
-static TREES: Trees = LazyLock::new(Default::default);
-
 /// Which entry scripts can import the module: those of the folder above its top package (and
 /// below it), or, for a loose module, those beside it.
-fn tree_of(path: &Path) -> Option<(PathBuf, bool)> {
+pub(super) fn tree_of(path: &Path) -> Option<(PathBuf, bool)> {
     match top_package(path) {
         Some(top) => Some((top.parent()?.to_path_buf(), true)),
         None => Some((path.parent()?.to_path_buf(), false)),
@@ -220,45 +196,8 @@ pub fn entry_on_disk(path: &Path) -> bool {
     fact(&ENTRIES, path, |t| is_entry(path, t)).unwrap_or(false)
 }
 
-/// The entry script of the module's tree that imports it (the first in path order), if any.
-pub fn entry_importing(path: &Path) -> Option<PathBuf> {
-    let key = tree_of(path)?;
-    let tree = {
-        // Held while the tree is read: the other threads want the same answer.
-        let mut trees = TREES.lock().ok()?;
-        match trees.get(&key) {
-            Some(t) => t.clone(),
-            None => {
-                let t = Arc::new(importers(&key.0, key.1));
-                trees.insert(key, t.clone());
-                t
-            }
-        }
-    };
-    tree.get(path).cloned()
-}
-
-fn importers(root: &Path, nested: bool) -> Importers {
-    let mut out: Importers = HashMap::new();
-    for f in listing(root, nested).iter() {
-        if !entry_on_disk(f) {
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(f) else {
-            continue;
-        };
-        for m in imports::modules_of(f, &text) {
-            out.entry(m.file).or_insert_with(|| f.clone());
-        }
-    }
-    out
-}
-
-/// Forget every fact kept about files and trees (the start of a run).
-pub fn forget() {
-    if let Ok(mut t) = TREES.lock() {
-        t.clear();
-    }
+/// Forget the folders listed (the start of a run: [`super::forget`]).
+pub(super) fn forget() {
     if let Ok(mut l) = LISTED.lock() {
         l.clear();
     }
@@ -332,10 +271,13 @@ mod tests {
             "tests/test_x.py",
             "from pkg import other\nif __name__ == '__main__':\n    main()\n",
         );
-        assert_eq!(entry_importing(&resnet), Some(train.clone()));
-        assert_eq!(entry_importing(&blocks), Some(train));
+        assert_eq!(
+            super::super::imports::entry_importing(&resnet),
+            Some(train.clone())
+        );
+        assert_eq!(super::super::imports::entry_importing(&blocks), Some(train));
         // A test is not an entry: what only it imports belongs to its package.
-        assert_eq!(entry_importing(&alone), None);
+        assert_eq!(super::super::imports::entry_importing(&alone), None);
         let (dir, name) = package_of(&alone);
         assert_eq!((dir, name.as_str()), (root.join("pkg"), "pkg"));
         assert_eq!(package_files(&alone).len(), 5);

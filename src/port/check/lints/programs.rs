@@ -90,7 +90,7 @@ impl Checker<'_> {
             );
             (range, what)
         });
-        if tree::entry_importing(path).is_some() {
+        if imports::entry_importing(path).is_some() {
             // The entry script that imports this module reports it.
             return vec![];
         }
@@ -106,7 +106,7 @@ impl Checker<'_> {
             let Convs::Net(net) = convs_on_disk(f) else {
                 continue;
             };
-            if tree::entry_importing(f).is_some() || tree::entry_on_disk(f) {
+            if imports::entry_importing(f).is_some() || tree::entry_on_disk(f) {
                 continue;
             }
             if f < &path.to_path_buf() {
