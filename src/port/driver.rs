@@ -99,6 +99,8 @@ pub fn run_to(
 ) -> Result<u8> {
     let start = Instant::now();
     let index = RuleIndex::new(rules);
+    // What was learnt about the tree's programs in an earlier run (`--watch`) may be stale.
+    super::program::forget();
     let found = files::discover_with(&opts.paths, opts.no_ignore, opts.exclude.as_ref());
     let bar = super::progress::Progress::start(found.files.len(), opts.quiet);
     let reports: Vec<FileReport> = found
@@ -333,7 +335,7 @@ fn program_findings(
                     continue;
                 }
                 let dir = p.entry.parent().map(Path::to_path_buf).unwrap_or_default();
-                let name = |f: &Path| f.strip_prefix(&dir).unwrap_or(f).display().to_string();
+                let name = |f: &Path| super::program::tree::shown(f, &dir);
                 let diags = [super::diagnostic::Diagnostic {
                     rule: index,
                     range: ruff_text_size::TextRange::default(),

@@ -105,10 +105,11 @@ fn cuda_only_file(path: &Path) -> bool {
     triton_file(path) || triton_bound(path, HOPS - 1)
 }
 
-/// Path → is a file, for the paths already asked about (many files import the same modules).
+/// Path → is a file, for the paths already asked about (many files import the same modules;
+/// [`crate::port::program`] asks too).
 static IS_FILE: Memo = LazyLock::new(Default::default);
 
-fn is_file(p: &Path) -> bool {
+pub(crate) fn is_file(p: &Path) -> bool {
     memo(&IS_FILE, p, Path::is_file)
 }
 

@@ -29,8 +29,11 @@ pub struct Note {
 pub enum Lint {
     /// Device-to-host copies (`.item()`, `.cpu()`, `print(loss)`) in a training loop.
     HostSyncInLoop,
-    /// A module defining 2-D/3-D convolutions with no `channels_last` anywhere.
+    /// A program building 2-D/3-D convolutions with no `channels_last` anywhere (once per
+    /// program, or per package for library modules no entry script imports).
     ConvWithoutChannelsLast,
+    /// A program that trains in float32 and sets no matmul precision (once per program).
+    Fp32Training,
     /// `nonzero`, `argwhere`, one-argument `where` in compiled code.
     NonzeroInCompiled,
     /// Boolean-mask reads and `masked_select` in compiled code.
@@ -49,6 +52,8 @@ pub enum Lint {
     HalfPrecision,
     /// A program that moves modules and shares weights between them (TorchTPU unties them).
     SharedWeightsMove,
+    /// `DistributedDataParallel(m, device_ids=[i])` with an index a TPU process does not have.
+    DdpDeviceIndex,
     /// A program (entry script and its project modules) that the migration left blocked on a
     /// TPU: judged over the whole run by `port::program`, not per file.
     ProgramBlocked,
@@ -57,11 +62,11 @@ pub enum Lint {
 impl Lint {
     /// Whether the lint brings its own fix (the rest report only: their rules are manual).
     pub fn fixes(self) -> bool {
-        matches!(self, Lint::SharedWeightsMove)
+        matches!(self, Lint::SharedWeightsMove | Lint::DdpDeviceIndex)
     }
 
     /// Every lint: its name in rule files and what it finds.
-    pub const ALL: [(&'static str, Lint, &'static str); 12] = [
+    pub const ALL: [(&'static str, Lint, &'static str); 14] = [
         (
             "host-sync-in-loop",
             Lint::HostSyncInLoop,
@@ -70,7 +75,12 @@ impl Lint {
         (
             "conv-without-channels-last",
             Lint::ConvWithoutChannelsLast,
-            "classes building 2-D/3-D convolutions, and torchvision/timm models, in a file that never uses channels_last",
+            "classes building 2-D/3-D convolutions, and torchvision/timm models, in a program that never uses channels_last: once per program, on its entry script (for the project modules it imports too), or once per package for library modules no entry script imports",
+        ),
+        (
+            "fp32-training",
+            Lint::Fp32Training,
+            "a program (entry script and the project modules it imports) that steps an optimizer after .backward(), uses CUDA or the TPU, and neither sets a float32 matmul precision nor computes in a lower one (autocast, half or bfloat16 models): once, on its entry script",
         ),
         (
             "nonzero-in-compiled",
@@ -116,6 +126,11 @@ impl Lint {
             "shared-weights-move",
             Lint::SharedWeightsMove,
             "a program that moves modules with .to()/.cuda() and shares a weight between modules (a tie in its own code, tie_weights, opacus's DP RNNs)",
+        ),
+        (
+            "ddp-device-index",
+            Lint::DdpDeviceIndex,
+            "the device index given to DistributedDataParallel's device_ids (not 0, None, or already taken modulo the device count): ints get `% torch.accelerator.device_count()`, torch.device values are reported",
         ),
         (
             "program-blocked",

@@ -556,9 +556,10 @@ mod acceptance {
             );
         }
         // The DDP script in particular needs no porting work at all: what is left is performance
-        // advice (a CNN without channels-last, `.item()` every step, a partial last batch) and,
-        // under the portable default, `cudnn.benchmark = True`, which only `--to tpu` removes (it
-        // does nothing on a TPU and still tunes CUDA).
+        // advice (a CNN without channels-last, `.item()` every step, a partial last batch), the
+        // TPU's default float32 matmul precision (PRC008: it trains in float32) and, under the
+        // portable default, `cudnn.benchmark = True`, which only `--to tpu` removes (it does
+        // nothing on a TPU and still tunes CUDA).
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("ddp_train.py");
         fs::copy(
@@ -577,7 +578,11 @@ mod acceptance {
             .lines()
             .filter_map(|l| l.split(": ").nth(1)?.split_whitespace().next())
             .collect();
-        assert_eq!(ids, ["PERF001", "PERF002", "PRC001", "DYN006"], "{left}");
+        assert_eq!(
+            ids,
+            ["PERF001", "PRC008", "PERF002", "PRC001", "DYN006"],
+            "{left}"
+        );
     }
 }
 

@@ -64,6 +64,11 @@ impl<'a> Training<'a> {
         !self.loops.is_empty()
     }
 
+    /// The bodies of the training loops.
+    pub(super) fn bodies(&self) -> impl Iterator<Item = &'a [Stmt]> + '_ {
+        self.loops.iter().map(|l| l.body)
+    }
+
     /// Device-to-host copies that run on every step.
     pub(super) fn host_syncs(&self, c: &Checker<'a>) -> Vec<Found> {
         let mut out = vec![];

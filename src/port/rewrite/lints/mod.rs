@@ -5,11 +5,18 @@
 //! syncs in them, shuffled loaders that keep a partial last batch; `compiled.rs`: which functions
 //! `torch.compile` traces, and the data-dependent shapes, host reads and rank branches in them;
 //! `model.rs`: convolutional networks without channels-last, float16 casts, padding to the
-//! longest sequence. Every finding is manual: the advice says what to change.
+//! longest sequence; `programs.rs` and `precision.rs`: advice about a whole program (an entry
+//! script and the project modules it imports), given once on the entry script, or once per
+//! package; `ties.rs`: weights two modules share, moved to the TPU; `ddp.rs`: DDP's device
+//! index. Most findings are manual: the advice says what to change.
 
 mod compiled;
+mod conv_text;
+mod ddp;
 mod loops;
 mod model;
+mod precision;
+mod programs;
 mod ties;
 
 use ruff_python_ast::visitor::source_order::{SourceOrderVisitor, TraversalSignal, walk_expr};
@@ -30,9 +37,14 @@ pub(super) struct Found {
 
 impl Found {
     fn at(range: TextRange) -> Found {
+        Found::with(range, String::new())
+    }
+
+    /// A manual finding at `range` whose message's `{detail}` is `detail`.
+    fn with(range: TextRange, detail: String) -> Found {
         Found {
             range,
-            detail: String::new(),
+            detail,
             fix: None,
         }
     }
@@ -66,8 +78,13 @@ impl<'a> Checker<'a> {
                     let t = training.get_or_insert_with(|| loops::Training::of(self));
                     t.partial_batches(self)
                 }
-                Lint::ConvWithoutChannelsLast => model::conv_nets(self),
+                Lint::ConvWithoutChannelsLast => self.conv_nets_of_program(),
+                Lint::Fp32Training => {
+                    let t = training.get_or_insert_with(|| loops::Training::of(self));
+                    self.fp32_training_of_program(t)
+                }
                 Lint::SharedWeightsMove => self.shared_weights_moves(),
+                Lint::DdpDeviceIndex => self.ddp_device_indices(),
                 // Judged over the whole run, not per file (`port::program`, the driver).
                 Lint::ProgramBlocked => vec![],
                 Lint::HalfPrecision => model::half_casts(self),

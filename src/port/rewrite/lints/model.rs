@@ -1,9 +1,9 @@
 //! Lints about the model and its data as a whole: convolutional networks in channels-first
-//! layout (PERF001, reported once per file), float16 casts (AMP009), and padding each batch to
-//! its longest sequence (DYN005).
+//! layout (PERF001: found here, reported once per program by `programs.rs`), float16 casts
+//! (AMP009), and padding each batch to its longest sequence (DYN005).
 
 use ruff_python_ast::{AnyNodeRef, Expr};
-use ruff_text_size::Ranged;
+use ruff_text_size::{Ranged, TextRange};
 
 use super::{Found, walk};
 use crate::port::rewrite::Checker;
@@ -47,16 +47,19 @@ const AUTOCASTS: [&str; 4] = [
     "torch.cpu.amp.autocast",
 ];
 
-/// The first convolutional network built here (a class constructing `nn.Conv2d`/`Conv3d`, or a
-/// torchvision/timm model), when the file never mentions `channels_last`.
-pub(super) fn conv_nets(c: &Checker) -> Vec<Found> {
-    if c.src.contains("channels_last") {
-        return vec![];
+/// The convolutional networks built here (classes constructing `nn.Conv2d`/`Conv3d`, or
+/// torchvision/timm models): where the first is, and what each is (`class `Net``), when the file
+/// never mentions `channels_last`. `programs.rs` reports them once per program.
+pub(super) fn conv_places(c: &Checker) -> Option<(TextRange, Vec<String>)> {
+    if c.src.contains("channels_last")
+        || !(c.src.contains("Conv") || c.src.contains("torchvision") || c.src.contains("timm"))
+    {
+        return None;
     }
     let torchvision = c.src.contains("torchvision");
     let mut convs = 0;
     // (where, what) per class or model, in source order.
-    let mut places: Vec<(ruff_text_size::TextRange, String)> = vec![];
+    let mut places: Vec<(TextRange, String)> = vec![];
     walk(&c.parsed.module.body, true, &mut |node, stack| {
         let AnyNodeRef::ExprCall(call) = node else {
             return;
@@ -97,21 +100,10 @@ pub(super) fn conv_nets(c: &Checker) -> Vec<Found> {
     // One convolution (a ViT's patch embedding, a depthwise conv in a text model) is not a CNN:
     // a convolutional network builds several, or comes from torchvision/timm.
     if convs < 2 && !places.iter().any(|(_, w)| w.starts_with('`')) {
-        return vec![];
+        return None;
     }
-    let Some((range, what)) = places.first() else {
-        return vec![];
-    };
-    let more = match places.len() - 1 {
-        0 => String::new(),
-        1 => " and 1 other place".to_string(),
-        n => format!(" and {n} other places"),
-    };
-    vec![Found {
-        range: *range,
-        detail: format!(" ({what}{more})"),
-        fix: None,
-    }]
+    let range = places.first()?.0;
+    Some((range, places.into_iter().map(|(_, w)| w).collect()))
 }
 
 /// `.half()`, `.to(torch.float16)`, `dtype=torch.float16`, `torch_dtype="float16"` (autocast

@@ -139,22 +139,12 @@ fn project_file_that(
     hops: usize,
     pred: &dyn Fn(&str) -> bool,
 ) -> Option<PathBuf> {
-    if hops == 0 {
-        return None;
-    }
-    for file in crate::port::program::project_imports(path, text) {
-        let Ok(t) = std::fs::read_to_string(&file) else {
-            continue;
-        };
-        if pred(&t) {
-            return Some(file);
-        }
-        if let Some(f) = project_file_that(&file, &t, hops - 1, pred) {
-            return Some(f);
-        }
-    }
-    None
+    crate::port::program::imports::modules_within(path, text, hops)
+        .into_iter()
+        .map(|m| m.file)
+        .find(|f| std::fs::read_to_string(f).is_ok_and(|t| pred(&t)))
 }
+
 #[cfg(test)]
 mod tests {
     use crate::port::{RuleIndex, RuleSet, Settings, migrate_source_at};

@@ -1,17 +1,29 @@
 //! A port's unit is a program: an entry script and the project modules it imports. After the
 //! migration each program is ported whole, or what still blocks it on a TPU is reported once, on
 //! its entry script, with the places (PRG001): a program is never left half-ported in silence.
+//! Some advice is about a program too, reported once on its entry script (PERF001: its
+//! convolutional networks; PRC008: its float32 matmul precision; the lints in
+//! `port::rewrite::lints::programs`).
 //!
-//! [`judge`] takes what the migration left in each file (the findings of rule families whose
-//! code fails or misbehaves on a TPU when it stays: [`BLOCKING_FAMILIES`]), follows each entry
-//! script's top-level imports of project modules (beside it, or in the tree's packages), and
-//! gives each program its verdict.
+//! The one program model: [`tree`] says which files are entry scripts ([`tree::is_entry`]) and
+//! which package a library module belongs to; [`imports`] follows a file's top-level imports of
+//! project modules (beside it, or in the tree's packages). [`judge`] takes what the migration
+//! left in each file of a run (the findings of rule families whose code fails or misbehaves on
+//! a TPU when it stays: [`BLOCKING_FAMILIES`]) and gives each program its verdict.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+pub mod imports;
+pub mod tree;
+
+/// Forget what was learnt about the tree's files and programs (the start of a run: `migrate
+/// --watch` runs again after a change).
+pub fn forget() {
+    tree::forget();
+    imports::forget();
+}
+
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
-
-use regex::Regex;
+use std::sync::Arc;
 
 /// Families whose findings, left in a program, mean it does not run right on a TPU: devices,
 /// CUDA APIs, the process-group backend, autocast and scalers, streams, kernels and CUDA-only
@@ -108,7 +120,7 @@ pub fn judge(files: &[FileState]) -> Vec<Program> {
             .iter()
             .flat_map(|f| f.left.iter().map(|l| (f.path.clone(), l.clone())))
             .collect();
-        blocks.sort();
+        blocks.sort_by(|(p, a), (q, b)| (p, a.line, &a.rule).cmp(&(q, b.line, &b.rule)));
         let verdict = match (applied, blocks.is_empty()) {
             (0, true) => Verdict::NoCuda,
             (_, true) => Verdict::Whole,
@@ -130,88 +142,23 @@ fn members<'a>(
     entry: &'a FileState,
     by_path: &BTreeMap<&Path, &'a FileState>,
 ) -> Vec<&'a FileState> {
-    let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut queue = VecDeque::from([entry]);
-    let mut out = vec![];
-    seen.insert(entry.path.clone());
-    while let Some(f) = queue.pop_front() {
-        out.push(f);
-        for dep in project_imports(&f.path, &f.text) {
-            if seen.insert(dep.clone())
-                && let Some(d) = by_path.get(dep.as_path())
-            {
-                queue.push_back(d);
-            }
-        }
-    }
-    out
-}
-
-/// A top-level import (`from model import GPT`, `from .layers import x`, `import model`), with
-/// the names a `from` import takes on its first line.
-static IMPORTED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?m)^(?:from (\.*)([\w.]*) import ([^\n#]*)|import ([\w.]+))").unwrap()
-});
-
-/// The project modules the file at `path` imports at top level (its text `text`): files beside
-/// it, as `python script.py` finds them, or in the packages of its tree.
-pub fn project_imports(path: &Path, text: &str) -> Vec<PathBuf> {
-    let mut out = vec![];
-    let mut add = |file: Option<PathBuf>| {
-        if let Some(file) = file
-            && file != path
-            && !out.contains(&file)
-        {
-            out.push(file);
-        }
+    let imports_of = |p: &Path| {
+        by_path.get(p).map(|f| {
+            Arc::new(
+                imports::project_imports(p, &f.text)
+                    .into_iter()
+                    .map(|i| i.file)
+                    .collect::<Vec<_>>(),
+            )
+        })
     };
-    for m in IMPORTED.captures_iter(text) {
-        let (level, module, names) = match (m.get(2), m.get(4)) {
-            (Some(from), _) => (
-                m[1].len(),
-                from.as_str(),
-                m.get(3).map_or("", |n| n.as_str()),
-            ),
-            (None, Some(import)) => (0, import.as_str(), ""),
-            _ => continue,
-        };
-        let segments: Vec<&str> = module.split('.').filter(|s| !s.is_empty()).collect();
-        // `from pkg import mod`: the submodule itself where there is one, else the module.
-        let mut submodules = false;
-        for name in names.split(',') {
-            let name = name.trim_matches(|c: char| c == '(' || c == ')' || c.is_whitespace());
-            let name = name.split_whitespace().next().unwrap_or("");
-            if name.is_empty()
-                || name == "*"
-                || !name.chars().all(|c| c.is_alphanumeric() || c == '_')
-            {
-                continue;
-            }
-            let mut sub = segments.clone();
-            sub.push(name);
-            if let Some(f) = module_path(path, level, &sub) {
-                submodules = true;
-                add(Some(f));
-            }
-        }
-        if !submodules {
-            add(module_path(path, level, &segments));
+    let mut out = vec![entry];
+    for m in imports::reachable(&entry.path, &entry.text, usize::MAX, &imports_of) {
+        if let Some(f) = by_path.get(m.file.as_path()) {
+            out.push(f);
         }
     }
     out
-}
-
-/// The file of a module imported by the file at `path`: beside it, or in the tree's packages.
-fn module_path(path: &Path, level: usize, segments: &[&str]) -> Option<PathBuf> {
-    if level == 0 && !segments.is_empty() {
-        let dir = path.parent()?;
-        let base = segments.iter().fold(dir.to_path_buf(), |p, s| p.join(s));
-        let file = base.with_extension("py");
-        if file.is_file() {
-            return Some(file);
-        }
-    }
-    super::neighbours::module_in_tree(path, level, segments)
 }
 
 /// What the migration did to one file, as [`judge`] needs it: the fixes of blocking families
@@ -277,7 +224,7 @@ pub fn state_of(
     }
     FileState {
         path: path.to_path_buf(),
-        program: outcome.program,
+        program: tree::is_entry(path, text),
         applied,
         left,
         text: text.to_string(),
@@ -355,28 +302,5 @@ mod tests {
             "partly ported: on a TPU it still meets 2 CUDA references left for manual work (layers.py:3 AMP002, layers.py:9 DST001)"
         );
         assert_eq!(programs[1].verdict, Verdict::Whole);
-    }
-
-    #[test]
-    fn imports_resolve_beside_the_script_and_in_packages() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(d.path().join("pkg/sub")).unwrap();
-        for f in [
-            "pkg/__init__.py",
-            "pkg/sub/__init__.py",
-            "pkg/sub/net.py",
-            "helper.py",
-        ] {
-            std::fs::write(d.path().join(f), "").unwrap();
-        }
-        let script = d.path().join("pkg/sub/train.py");
-        let text = "from .net import Net\nimport helper\nfrom pkg.sub import net\nimport torch\n";
-        let found = project_imports(&script, text);
-        assert_eq!(found, vec![d.path().join("pkg/sub/net.py")]);
-        let top = d.path().join("run.py");
-        assert_eq!(
-            project_imports(&top, "import helper\nfrom pkg.sub.net import Net\n"),
-            vec![d.path().join("helper.py"), d.path().join("pkg/sub/net.py")]
-        );
     }
 }

@@ -1,0 +1,338 @@
+//! The project modules a file imports: its top-level `import` and `from ... import` statements
+//! (column 0: not under `try`/`if`, not in a function), resolved on disk to a module beside the
+//! file (as `python script.py` finds it) or in a package of its tree. The one import follower of
+//! the program model: PRG001's judgement over a run's files, and the program lints (PERF001,
+//! PRC008, the weight ties of DEV018) that read the other files of a program from disk; and
+//! which entry script of a tree imports a module ([`entry_importing`]).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use regex::Regex;
+
+use super::tree;
+
+/// A top-level import: `from .x.y import a, b` (names to the end of the line, or of the
+/// parentheses) or `import a.b, c as d`.
+static IMPORT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?m)^(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)|import[ \t]+([\w., \t]+))",
+    )
+    .unwrap()
+});
+
+/// How many modules a program may hold (a guard against following a whole framework).
+pub const MAX_MODULES: usize = 400;
+
+/// One project module a file imports: its file, and the byte range of the import statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Import {
+    pub file: PathBuf,
+    pub at: Range<usize>,
+}
+
+/// The project modules the file at `path` (its text `text`) imports at top level, each once, in
+/// the order written. `from pkg import mod` reads the submodule where there is one; a package's
+/// `__init__.py` is read only where no name it gives is a submodule (it often imports
+/// everything the package has).
+pub fn project_imports(path: &Path, text: &str) -> Vec<Import> {
+    let mut out: Vec<Import> = vec![];
+    let mut add = |file: Option<PathBuf>, at: &Range<usize>| {
+        if let Some(file) = file
+            && file != path
+            && !out.iter().any(|i| i.file == file)
+        {
+            out.push(Import {
+                file,
+                at: at.clone(),
+            });
+        }
+    };
+    for m in IMPORT.captures_iter(text) {
+        let at = m.get(0).map(|g| g.range()).unwrap_or_default();
+        if let Some(module) = m.get(2) {
+            let level = m.get(1).map_or(0, |g| g.as_str().len());
+            let segments: Vec<&str> = module
+                .as_str()
+                .split('.')
+                .filter(|s| !s.is_empty())
+                .collect();
+            let names = m.get(3).map_or("", |g| g.as_str());
+            let mut submodules = false;
+            for name in names
+                .trim_matches(|c: char| c == '(' || c == ')' || c.is_whitespace())
+                .split(',')
+                .filter_map(|n| n.split_whitespace().next())
+                .filter(|n| n.chars().all(|c| c.is_alphanumeric() || c == '_'))
+            {
+                let mut sub = segments.clone();
+                sub.push(name);
+                if let Some(f) = resolve(path, level, &sub) {
+                    submodules = true;
+                    add(Some(f), &at);
+                }
+            }
+            let module = resolve(path, level, &segments);
+            let init = module
+                .as_ref()
+                .is_some_and(|f| f.file_name().is_some_and(|n| n == "__init__.py"));
+            if !(submodules && init) {
+                add(module, &at);
+            }
+        } else if let Some(list) = m.get(4) {
+            for item in list.as_str().split(',') {
+                let Some(module) = item.split_whitespace().next() else {
+                    continue;
+                };
+                let segments: Vec<&str> = module.split('.').filter(|s| !s.is_empty()).collect();
+                add(resolve(path, 0, &segments), &at);
+            }
+        }
+    }
+    out
+}
+
+/// The file of module `segments` (`level` leading dots) imported by the file at `path`: beside
+/// it, or in the packages of its tree. An absolute import names a top-level package: one in a
+/// folder above the file that is not itself a package (`import torch` in a module of `norse` is
+/// torch, not the subpackage `norse/torch/`).
+fn resolve(path: &Path, level: usize, segments: &[&str]) -> Option<PathBuf> {
+    if level > 0 {
+        return crate::port::neighbours::module_in_tree(path, level, segments);
+    }
+    let first = *segments.first()?;
+    let dir = path.parent()?;
+    if let Some(file) = module_file(dir, segments) {
+        return Some(file);
+    }
+    let root = dir.ancestors().take(12).find(|a| {
+        tree::is_file(&a.join(first).join("__init__.py")) && !tree::is_file(&a.join("__init__.py"))
+    })?;
+    module_file(root, segments)
+}
+
+/// The file of module `segments` under `dir`: `a/b.py` or `a/b/__init__.py`.
+fn module_file(dir: &Path, segments: &[&str]) -> Option<PathBuf> {
+    let base = segments.iter().fold(dir.to_path_buf(), |p, s| p.join(s));
+    [base.with_extension("py"), base.join("__init__.py")]
+        .into_iter()
+        .find(|f| tree::is_file(f))
+}
+
+/// One module of a program: its file, the range of the entry script's import statement that
+/// reaches it, and how many imports away from the entry script it is (1: imported by it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub file: PathBuf,
+    pub via: Range<usize>,
+    pub hops: usize,
+}
+
+/// The project modules the file at `path` (its text `text`) reaches through top-level imports,
+/// breadth first, at most `max_hops` imports away (and at most [`MAX_MODULES`]). `imports_of`
+/// gives the imports of another module, or None where that module is not to be entered (not
+/// among the files judged).
+pub fn reachable(
+    path: &Path,
+    text: &str,
+    max_hops: usize,
+    imports_of: &dyn Fn(&Path) -> Option<Arc<Vec<PathBuf>>>,
+) -> Vec<Member> {
+    let mut seen: HashSet<PathBuf> = HashSet::from([path.to_path_buf()]);
+    let mut queue: VecDeque<Member> = VecDeque::new();
+    for i in project_imports(path, text) {
+        if seen.insert(i.file.clone()) {
+            queue.push_back(Member {
+                file: i.file,
+                via: i.at,
+                hops: 1,
+            });
+        }
+    }
+    let mut out = vec![];
+    while let Some(m) = queue.pop_front() {
+        if out.len() >= MAX_MODULES {
+            break;
+        }
+        let Some(next) = imports_of(&m.file) else {
+            continue;
+        };
+        for f in next.iter().filter(|_| m.hops < max_hops) {
+            if seen.insert(f.clone()) {
+                queue.push_back(Member {
+                    file: f.clone(),
+                    via: m.via.clone(),
+                    hops: m.hops + 1,
+                });
+            }
+        }
+        out.push(m);
+    }
+    out
+}
+
+/// The project modules of the program whose entry script is the file at `path` (its text
+/// `text`), read from disk ([`imports_on_disk`]).
+pub fn modules_of(path: &Path, text: &str) -> Vec<Member> {
+    modules_within(path, text, usize::MAX)
+}
+
+/// [`modules_of`], at most `hops` imports away from the file.
+pub fn modules_within(path: &Path, text: &str, hops: usize) -> Vec<Member> {
+    reachable(path, text, hops, &imports_on_disk)
+}
+
+/// Module file → the project modules it imports at top level.
+static IMPORTS: tree::Kept<Arc<Vec<PathBuf>>> = LazyLock::new(Default::default);
+
+/// The project modules the file at `path` imports at top level, read from disk.
+pub fn imports_on_disk(path: &Path) -> Option<Arc<Vec<PathBuf>>> {
+    tree::fact(&IMPORTS, path, |text| {
+        Arc::new(
+            project_imports(path, text)
+                .into_iter()
+                .map(|i| i.file)
+                .collect(),
+        )
+    })
+}
+
+/// Module file → the first entry script of its tree (in path order) that imports it.
+type Importers = HashMap<PathBuf, PathBuf>;
+
+/// Tree root (and whether it is walked into) → its modules' importers, for the trees read.
+type Trees = LazyLock<Mutex<HashMap<(PathBuf, bool), Arc<Importers>>>>;
+static TREES: Trees = LazyLock::new(Default::default);
+
+/// The entry script of the module's tree that imports it (the first in path order), if any.
+pub fn entry_importing(path: &Path) -> Option<PathBuf> {
+    let key = tree::tree_of(path)?;
+    let tree = {
+        // Held while the tree is read: the other threads want the same answer.
+        let mut trees = TREES.lock().ok()?;
+        match trees.get(&key) {
+            Some(t) => t.clone(),
+            None => {
+                let t = Arc::new(importers(&key.0, key.1));
+                trees.insert(key, t.clone());
+                t
+            }
+        }
+    };
+    tree.get(path).cloned()
+}
+
+fn importers(root: &Path, nested: bool) -> Importers {
+    let mut out: Importers = HashMap::new();
+    for f in tree::listing(root, nested).iter() {
+        if !tree::entry_on_disk(f) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(f) else {
+            continue;
+        };
+        for m in modules_of(f, &text) {
+            out.entry(m.file).or_insert_with(|| f.clone());
+        }
+    }
+    out
+}
+
+/// Forget the trees read (the start of a run: [`super::forget`]).
+pub(super) fn forget() {
+    if let Ok(mut t) = TREES.lock() {
+        t.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(found: Vec<Import>) -> Vec<PathBuf> {
+        found.into_iter().map(|i| i.file).collect()
+    }
+
+    #[test]
+    fn imports_resolve_beside_the_script_and_in_packages() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("pkg/sub")).unwrap();
+        for f in [
+            "pkg/__init__.py",
+            "pkg/sub/__init__.py",
+            "pkg/sub/net.py",
+            "helper.py",
+            "other.py",
+        ] {
+            std::fs::write(d.path().join(f), "").unwrap();
+        }
+        let script = d.path().join("pkg/sub/train.py");
+        let text = "from .net import Net\nimport helper\nfrom pkg.sub import net\nimport torch\n";
+        assert_eq!(
+            files(project_imports(&script, text)),
+            vec![d.path().join("pkg/sub/net.py")]
+        );
+        let top = d.path().join("run.py");
+        let text = "import helper, other as o\nfrom pkg.sub.net import Net\nfrom pkg.sub import (\n    net,\n)\n";
+        let found = project_imports(&top, text);
+        assert_eq!(
+            files(found.clone()),
+            vec![
+                d.path().join("helper.py"),
+                d.path().join("other.py"),
+                d.path().join("pkg/sub/net.py"),
+            ]
+        );
+        // Each with the statement that imports it.
+        assert_eq!(&text[found[2].at.clone()], "from pkg.sub.net import Net");
+        // A package imported by name is its `__init__.py`.
+        assert_eq!(
+            files(project_imports(&top, "import pkg.sub\n")),
+            vec![d.path().join("pkg/sub/__init__.py")]
+        );
+        // A subpackage named like a top-level one is not what an absolute import finds.
+        std::fs::create_dir_all(d.path().join("pkg/torch")).unwrap();
+        std::fs::write(d.path().join("pkg/torch/__init__.py"), "").unwrap();
+        assert!(project_imports(&script, "import torch\n").is_empty());
+        // Imports under `try:` or in a function are not the program's for sure: not followed.
+        assert!(
+            project_imports(
+                &top,
+                "try:\n    import helper\nexcept ImportError:\n    pass\n"
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_program_is_followed_breadth_first_through_its_modules() {
+        let d = tempfile::tempdir().unwrap();
+        let w = |name: &str, text: &str| std::fs::write(d.path().join(name), text).unwrap();
+        w("model.py", "import torch\nfrom layers import Block\n");
+        w("layers.py", "import torch\nfrom model import GPT\n");
+        w("data.py", "import os\n");
+        let train = d.path().join("train.py");
+        let text = "import torch\nfrom model import GPT\nimport data\n";
+        let found = modules_of(&train, text);
+        let got: Vec<(String, usize, &str)> = found
+            .iter()
+            .map(|m| {
+                (
+                    m.file.file_name().unwrap().to_string_lossy().into_owned(),
+                    m.hops,
+                    &text[m.via.clone()],
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("model.py".into(), 1, "from model import GPT"),
+                ("data.py".into(), 1, "import data"),
+                ("layers.py".into(), 2, "from model import GPT"),
+            ]
+        );
+    }
+}

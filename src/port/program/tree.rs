@@ -1,0 +1,285 @@
+//! Programs found on disk: which files are entry scripts, and the packages library modules belong
+//! to (which entry script imports a module is `imports::entry_importing`). Read as text, each
+//! file once per run (a file's facts are kept with its modification time; the folders listed are
+//! forgotten at the start of each run, so `migrate --watch` sees new files).
+//!
+//! An entry script runs as a program: an `if __name__ == "__main__":` block at column 0, a
+//! package's `__main__.py`, or a loose script (no `__init__.py` beside it) with a call statement
+//! at column 0 (`main()`). A module of a package that calls something at module level is not
+//! one: a registration call is no program. Tests (`test_*.py`, `*_test.py`, `conftest.py`) are
+//! never entries. A library module no entry script of its tree imports belongs to its package:
+//! the top package directory above it (or its folder, for a loose module).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::SystemTime;
+
+use regex::Regex;
+
+/// An `if __name__ == "__main__":` block at column 0 (either way round).
+static MAIN_GUARD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r#"(?m)^if\s+\(?\s*(?:__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__)"#,
+    )
+    .unwrap()
+});
+
+/// A call statement at column 0 (`main()`, `fire.Fire(train)`).
+static TOP_CALL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^[A-Za-z_][\w.]*\(").unwrap());
+
+/// Keywords that can open a line the way a call does (`print(` is a call; `assert(` is not).
+const KEYWORDS: [&str; 8] = [
+    "assert", "del", "elif", "if", "not", "return", "while", "yield",
+];
+
+/// How many files a tree may hold for its entry scripts to be looked for.
+const MAX_TREE_FILES: usize = 20_000;
+
+/// Is the file at `path` a test module (`test_*.py`, `*_test.py`, `conftest.py`)?
+pub fn is_test(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    name.starts_with("test_") || name.ends_with("_test.py") || name == "conftest.py"
+}
+
+/// Does the file at `path`, with this text, run as a program (see the module doc)?
+pub fn is_entry(path: &Path, text: &str) -> bool {
+    if is_test(path) {
+        return false;
+    }
+    if text.contains("__main__") && MAIN_GUARD.is_match(text) {
+        return true;
+    }
+    let name = path.file_name().unwrap_or_default();
+    if name == "__main__.py" {
+        return true;
+    }
+    let loose = path
+        .parent()
+        .is_none_or(|d| !is_file(&d.join("__init__.py")));
+    loose
+        && TOP_CALL.find_iter(text).any(|m| {
+            let word = m.as_str().trim_end_matches('(');
+            !KEYWORDS.contains(&word)
+        })
+}
+
+/// Does this file exist (asked once per path and run: many files import the same modules)?
+pub fn is_file(path: &Path) -> bool {
+    crate::port::neighbours::is_file(path)
+}
+
+/// A file's modification time and length: a fact kept about it is stale when these change.
+type Stamp = Option<(SystemTime, u64)>;
+
+fn stamp(path: &Path) -> Stamp {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+/// Facts kept about files, by path, with the stamp they were read at.
+pub type Kept<T> = LazyLock<Mutex<HashMap<PathBuf, (Stamp, T)>>>;
+
+/// What `learn` says of the text of the file at `path`, kept while the file is unchanged; None
+/// where it cannot be read.
+pub fn fact<T: Clone>(kept: &Kept<T>, path: &Path, learn: impl FnOnce(&str) -> T) -> Option<T> {
+    let now = stamp(path);
+    if let Some((at, known)) = kept.lock().ok().and_then(|k| k.get(path).cloned())
+        && at == now
+    {
+        return Some(known);
+    }
+    let text = std::fs::read_to_string(path).ok()?;
+    let found = learn(&text);
+    if let Ok(mut k) = kept.lock() {
+        k.insert(path.to_path_buf(), (now, found.clone()));
+    }
+    Some(found)
+}
+
+/// The top package directory above the file (the highest folder of a chain that holds
+/// `__init__.py`), or None for a loose module.
+fn top_package(path: &Path) -> Option<PathBuf> {
+    let mut top = None;
+    let mut dir = path.parent();
+    while let Some(d) = dir {
+        if !is_file(&d.join("__init__.py")) {
+            break;
+        }
+        top = Some(d.to_path_buf());
+        dir = d.parent();
+    }
+    top
+}
+
+/// Where a library module belongs when no entry script imports it: its top package (or its
+/// folder) and that folder's name.
+pub fn package_of(path: &Path) -> (PathBuf, String) {
+    let dir = top_package(path)
+        .or_else(|| path.parent().map(Path::to_path_buf))
+        .unwrap_or_default();
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    (dir, name)
+}
+
+/// Folder (and whether it is walked into) → its `.py` files, for the folders already listed.
+type Listing = LazyLock<Mutex<HashMap<(PathBuf, bool), Arc<Vec<PathBuf>>>>>;
+static LISTED: Listing = LazyLock::new(Default::default);
+
+/// The `.py` files of the module's package (all below its folder) or, for a loose module, of its
+/// folder, sorted.
+pub fn package_files(path: &Path) -> Arc<Vec<PathBuf>> {
+    let nested = top_package(path).is_some();
+    listing(&package_of(path).0, nested)
+}
+
+pub(super) fn listing(dir: &Path, nested: bool) -> Arc<Vec<PathBuf>> {
+    let key = (dir.to_path_buf(), nested);
+    if let Some(known) = LISTED.lock().ok().and_then(|l| l.get(&key).cloned()) {
+        return known;
+    }
+    let mut files = vec![];
+    python_files(dir, nested, &mut files);
+    files.sort();
+    let files = Arc::new(files);
+    if let Ok(mut l) = LISTED.lock() {
+        l.insert(key, files.clone());
+    }
+    files
+}
+
+/// The `.py` files under `dir` (into subfolders when `nested`), hidden folders and caches left
+/// out, at most [`MAX_TREE_FILES`].
+fn python_files(dir: &Path, nested: bool, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        if out.len() >= MAX_TREE_FILES {
+            return;
+        }
+        let p = e.path();
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || name == "__pycache__" || name == "node_modules" {
+            continue;
+        }
+        match e.file_type() {
+            Ok(t) if t.is_dir() && nested => python_files(&p, true, out),
+            Ok(t) if t.is_file() && name.ends_with(".py") => out.push(p),
+            _ => {}
+        }
+    }
+}
+
+/// Which entry scripts can import the module: those of the folder above its top package (and
+/// below it), or, for a loose module, those beside it.
+pub(super) fn tree_of(path: &Path) -> Option<(PathBuf, bool)> {
+    match top_package(path) {
+        Some(top) => Some((top.parent()?.to_path_buf(), true)),
+        None => Some((path.parent()?.to_path_buf(), false)),
+    }
+}
+
+/// Does the file at `path` run as a program ([`is_entry`] of its text, kept)?
+static ENTRIES: Kept<bool> = LazyLock::new(Default::default);
+
+pub fn entry_on_disk(path: &Path) -> bool {
+    fact(&ENTRIES, path, |t| is_entry(path, t)).unwrap_or(false)
+}
+
+/// Forget the folders listed (the start of a run: [`super::forget`]).
+pub(super) fn forget() {
+    if let Ok(mut l) = LISTED.lock() {
+        l.clear();
+    }
+}
+
+/// `path` for messages: relative to `base` when it is under it, else to the folder its
+/// entry scripts are looked for in (above its top package).
+pub fn shown(path: &Path, base: &Path) -> String {
+    let root = tree_of(path).map(|(r, _)| r);
+    path.strip_prefix(base)
+        .or_else(|e| root.as_deref().map_or(Err(e), |r| path.strip_prefix(r)))
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn entry_scripts_run_as_programs_and_tests_do_not() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        write(root, "pkg/__init__.py", "");
+        let guard = "import torch\n\nif __name__ == \"__main__\":\n    main()\n";
+        let call = "import torch\n\ndef main():\n    pass\n\nmain()\n";
+        assert!(is_entry(&root.join("train.py"), guard));
+        assert!(is_entry(&root.join("train.py"), call));
+        assert!(is_entry(&root.join("pkg/cli.py"), guard));
+        // A package's module calling something at module level registers; it runs no program.
+        assert!(!is_entry(&root.join("pkg/models.py"), call));
+        assert!(is_entry(&root.join("pkg/__main__.py"), call));
+        for test in ["test_train.py", "train_test.py", "conftest.py"] {
+            assert!(!is_entry(&root.join(test), guard), "{test}");
+        }
+        // Neither a definition nor a keyword is a call statement.
+        assert!(!is_entry(
+            &root.join("lib.py"),
+            "class A(object):\n    pass\nassert(True)\nif(x):\n    pass\n"
+        ));
+    }
+
+    #[test]
+    fn library_modules_belong_to_their_package_unless_an_entry_imports_them() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        write(root, "pkg/__init__.py", "from .models import resnet\n");
+        write(root, "pkg/models/__init__.py", "");
+        let resnet = write(
+            root,
+            "pkg/models/resnet.py",
+            "import torch\nfrom . import blocks\n",
+        );
+        let blocks = write(root, "pkg/models/blocks.py", "import torch\n");
+        let alone = write(root, "pkg/other.py", "import torch\n");
+        let train = write(
+            root,
+            "scripts/train.py",
+            "import torch\nfrom pkg import (\n    models,\n)\nimport pkg\n\nif __name__ == \"__main__\":\n    main()\n",
+        );
+        write(
+            root,
+            "tests/test_x.py",
+            "from pkg import other\nif __name__ == '__main__':\n    main()\n",
+        );
+        assert_eq!(
+            super::super::imports::entry_importing(&resnet),
+            Some(train.clone())
+        );
+        assert_eq!(super::super::imports::entry_importing(&blocks), Some(train));
+        // A test is not an entry: what only it imports belongs to its package.
+        assert_eq!(super::super::imports::entry_importing(&alone), None);
+        let (dir, name) = package_of(&alone);
+        assert_eq!((dir, name.as_str()), (root.join("pkg"), "pkg"));
+        assert_eq!(package_files(&alone).len(), 5);
+    }
+}
