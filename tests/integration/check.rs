@@ -547,7 +547,16 @@ fn the_original_machine_section_catches_a_rewrite_that_changes_the_losses() {
          original does: the same losses bit for bit on all 4 steps, and it prints the same (4 \
          stdout lines)"
     );
-    assert_eq!(code, Some(0), "{report}");
+    // The one thing left is manual: a float32 program at the TPU's default matmul precision
+    // (PRC008), so the verdict is needs-work (exit 1), not a failure of the port.
+    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(report["verdict"], "needs-work", "{report}");
+    let port = &report["sections"][1];
+    assert_eq!(port["verdict"], "needs-work", "{port}");
+    assert!(
+        port["items"][0].as_str().unwrap().contains(": PRC008 "),
+        "{port}"
+    );
     let (original, on_host) = (
         losses(&out.join("original.jsonl")),
         losses(&out.join("port-host.jsonl")),
