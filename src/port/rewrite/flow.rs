@@ -84,6 +84,14 @@ impl<'a> Checker<'a> {
             }
         }
         let Some(name) = target else { return vec![] };
+        self.reads_of(name)
+    }
+
+    /// Each read of `name` (a target bound once in its scope), with its ancestors.
+    pub(in crate::port::rewrite) fn reads_of(
+        &self,
+        name: &ast::ExprName,
+    ) -> Vec<(Vec<AnyNodeRef<'a>>, TextRange)> {
         let Some(b) = self.sem.bindings.iter().position(|b| b.range == name.range) else {
             return vec![];
         };
