@@ -134,13 +134,21 @@ impl<'a> Checker<'a> {
     /// nothing between that assignment and the call binds either name again. The call then
     /// selects device `X` on every path to it: what the device string says, the index says.
     pub(super) fn device_index_of(&self, name: &ast::ExprName) -> Option<&'a Expr> {
-        let at = self
-            .stack
+        self.device_index_in(&self.stack, name)
+    }
+
+    /// [`Checker::device_index_of`] for a name read with these ancestors (outermost first).
+    pub(in crate::port::rewrite) fn device_index_in(
+        &self,
+        ancestors: &[AnyNodeRef<'a>],
+        name: &ast::ExprName,
+    ) -> Option<&'a Expr> {
+        let at = ancestors
             .iter()
             .rposition(|n| n.is_statement() && n.range().contains_range(name.range))?;
-        let stmt = self.stack[at].range();
+        let stmt = ancestors[at].range();
         let bodies = match at.checked_sub(1) {
-            Some(p) => child_bodies(self.stack[p]),
+            Some(p) => child_bodies(ancestors[p]),
             None => vec![self.parsed.module.body.as_slice()],
         };
         let body = bodies
