@@ -106,7 +106,7 @@ mod tests {
         assert_eq!(migrate(nccl, false), nccl);
         // A comment listing the backends to choose from is no reason to keep NCCL.
         let options = "import torch.distributed as dist\n\nbackend = 'nccl' # 'nccl', 'gloo', etc.\ndist.init_process_group(backend=backend)\n";
-        assert!(migrate(options, false).contains("get_default_backend_for_device"));
+        assert!(migrate(options, false).contains("tpu_dist"));
         let must = "import torch.distributed as dist\n\nbackend = 'nccl' # must be nccl, not gloo\ndist.init_process_group(backend=backend)\n";
         assert_eq!(migrate(must, false), must);
         let plain = "import torch\n\n# move the model to the GPU\nmodel = model.to(\"cuda\")\n";
