@@ -203,3 +203,43 @@ fn library_device_choices_with_other_work_are_ported() {
     snap.push_str(&render::unified_diff("portable/library.py", &source, &text));
     insta::assert_snapshot!(snap);
 }
+
+/// Classes of programs the real-code harness found half-ported (tests/data/portable/halves.py):
+/// a comment listing the backends kept NCCL; `set_device(device)` of a rewritten `f"cuda:{i}"`
+/// was left; a `use_cuda` flag that only picks the device stayed CUDA's (the program trained on
+/// the CPU of a TPU VM); a CUDA/MPS/CPU chain that returns its device got no accelerator branch.
+#[test]
+fn half_ported_program_classes_are_ported_whole() {
+    use tpuport::port::{RuleIndex, RuleSet, Settings, migrate_source, render};
+    let path = repo().join("tests/data/portable/halves.py");
+    let source = std::fs::read_to_string(&path).unwrap();
+    let rules = RuleSet::builtin();
+    let index = RuleIndex::new(&rules);
+    let out = migrate_source(&source, &rules, &index, Settings::default());
+    let text = out.output.clone().expect("safe fixes");
+    for ported in [
+        "backend = dist.get_default_backend_for_device(torch.accelerator.current_accelerator()) # 'nccl', 'gloo', etc.",
+        "other_backend = 'nccl' # must stay",
+        "torch.accelerator.set_device_index(local_rank % torch.accelerator.device_count())",
+        "    rank = rank + 1\n    torch.cuda.set_device(device)",
+        "use_cuda = not args.no_cuda and torch.accelerator.is_available()",
+        "has_cuda = torch.cuda.is_available()",
+        "    elif torch.accelerator.is_available():\n        return torch.accelerator.current_accelerator()\n    else:",
+    ] {
+        assert!(text.contains(ported), "no `{ported}` in\n{text}");
+    }
+    assert!(!text.contains("\"tpu"), "{text}");
+    let again = migrate_source(&text, &rules, &index, Settings::default());
+    assert!(again.output.is_none(), "{:?}", again.output);
+    let required = Settings::default().required();
+    let mut snap = render::diagnostics_text(
+        "portable/halves.py",
+        &source,
+        &out.diagnostics,
+        &rules,
+        required,
+        true,
+    );
+    snap.push_str(&render::unified_diff("portable/halves.py", &source, &text));
+    insta::assert_snapshot!(snap);
+}

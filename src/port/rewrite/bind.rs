@@ -123,6 +123,14 @@ impl<'a> Checker<'a> {
                 let text = b.values.get(p).map(|v| v.text).unwrap_or("not given");
                 b.downgrade = Some(unsafe_kind_note(v, p, text, kind));
             }
+            // `device = f"cuda:{rank}"` just before `set_device(device)`: the index it names
+            // (flow.rs) is what the call takes.
+            if conv.manual_text.is_some()
+                && let Some(x) = self.indexed_name(call, b.sources.get(p))
+            {
+                b.values.insert(p.clone(), self.value(x));
+                continue;
+            }
             if let (Some(re), Some(v)) = (&conv.manual_text, b.values.get(p))
                 && regex::Regex::new(re).is_ok_and(|re| re.is_match(v.text))
             {
@@ -225,6 +233,23 @@ impl<'a> Checker<'a> {
             None => facts::called_with(module, site, &is_wrap),
         };
         (!covered).then(|| format!("{why}, and not every run of this code calls {unless}"))
+    }
+
+    /// The argument at `source` is a name that holds a CUDA device with an index: that index.
+    fn indexed_name(
+        &self,
+        call: &'a ExprCall,
+        source: Option<&(TextRange, Option<TextRange>)>,
+    ) -> Option<&'a Expr> {
+        let (range, _) = source?;
+        let arg = call
+            .arguments
+            .args
+            .iter()
+            .chain(call.arguments.keywords.iter().map(|k| &k.value))
+            .find(|e| range.contains_range(e.range()))?;
+        let Expr::Name(n) = arg else { return None };
+        self.device_index_of(n)
     }
 
     /// [`Checker::value`] of an argument written as the text at `range` (the expression with

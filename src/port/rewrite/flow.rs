@@ -3,11 +3,12 @@
 //! takes the roles of the name's uses (and any reason a use gives not to rewrite it).
 
 use ruff_python_ast::visitor::source_order::{SourceOrderVisitor, TraversalSignal};
-use ruff_python_ast::{AnyNodeRef, Expr};
+use ruff_python_ast::{self as ast, AnyNodeRef, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
 use super::Checker;
 use super::roles::Role;
+use crate::port::parse::child_bodies;
 
 /// Collects the ancestors of the names at the target ranges.
 struct Uses<'a> {
@@ -83,6 +84,14 @@ impl<'a> Checker<'a> {
             }
         }
         let Some(name) = target else { return vec![] };
+        self.reads_of(name)
+    }
+
+    /// Each read of `name` (a target bound once in its scope), with its ancestors.
+    pub(in crate::port::rewrite) fn reads_of(
+        &self,
+        name: &ast::ExprName,
+    ) -> Vec<(Vec<AnyNodeRef<'a>>, TextRange)> {
         let Some(b) = self.sem.bindings.iter().position(|b| b.range == name.range) else {
             return vec![];
         };
@@ -115,5 +124,92 @@ impl<'a> Checker<'a> {
             v.visit_stmt(stmt);
         }
         v.found
+    }
+}
+
+impl<'a> Checker<'a> {
+    /// For a name read by the call being walked (`torch.cuda.set_device(device)`): the index `X`
+    /// of the CUDA device the nearest assignment before it in the same block gives the name
+    /// (`device = f"cuda:{X}"`, `device = torch.device("cuda", X)`), where `X` is a name and
+    /// nothing between that assignment and the call binds either name again. The call then
+    /// selects device `X` on every path to it: what the device string says, the index says.
+    pub(super) fn device_index_of(&self, name: &ast::ExprName) -> Option<&'a Expr> {
+        self.device_index_in(&self.stack, name)
+    }
+
+    /// [`Checker::device_index_of`] for a name read with these ancestors (outermost first).
+    pub(in crate::port::rewrite) fn device_index_in(
+        &self,
+        ancestors: &[AnyNodeRef<'a>],
+        name: &ast::ExprName,
+    ) -> Option<&'a Expr> {
+        let at = ancestors
+            .iter()
+            .rposition(|n| n.is_statement() && n.range().contains_range(name.range))?;
+        let stmt = ancestors[at].range();
+        let bodies = match at.checked_sub(1) {
+            Some(p) => child_bodies(ancestors[p]),
+            None => vec![self.parsed.module.body.as_slice()],
+        };
+        let body = bodies
+            .into_iter()
+            .find(|b| b.iter().any(|s| s.range() == stmt))?;
+        let pos = body.iter().position(|s| s.range() == stmt)?;
+        let binds = |s: &Stmt, id: &str| {
+            self.sem
+                .bindings
+                .iter()
+                .any(|b| b.name == id && s.range().contains_range(b.range))
+        };
+        let (def, index) = body[..pos]
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, s)| binds(s, &name.id))?;
+        let Stmt::Assign(a) = index else { return None };
+        let [Expr::Name(target)] = a.targets.as_slice() else {
+            return None;
+        };
+        if target.id != name.id {
+            return None;
+        }
+        let x = self.indexed_cuda_device(&a.value)?;
+        let Expr::Name(xn) = x else { return None };
+        let rebound = body[def + 1..pos].iter().any(|s| binds(s, &xn.id));
+        (xn.id != name.id && !rebound).then_some(x)
+    }
+
+    /// `f"cuda:{X}"` or `torch.device("cuda", X)`: `X`.
+    fn indexed_cuda_device(&self, e: &'a Expr) -> Option<&'a Expr> {
+        match e {
+            Expr::FString(f) if !f.value.is_implicit_concatenated() => {
+                let Some(ast::FStringPart::FString(fs)) = f.value.iter().next() else {
+                    return None;
+                };
+                match fs.elements.iter().collect::<Vec<_>>().as_slice() {
+                    [
+                        ast::InterpolatedStringElement::Literal(l),
+                        ast::InterpolatedStringElement::Interpolation(i),
+                    ] if &*l.value == "cuda:"
+                        && i.format_spec.is_none()
+                        && i.conversion == ast::ConversionFlag::None
+                        && i.debug_text.is_none() =>
+                    {
+                        Some(&i.expression)
+                    }
+                    _ => None,
+                }
+            }
+            Expr::Call(c)
+                if c.arguments.keywords.is_empty()
+                    && self.qualified(&c.func).as_deref() == Some("torch.device") =>
+            {
+                match c.arguments.args.as_ref() {
+                    [Expr::StringLiteral(s), x] if s.value.to_str() == "cuda" => Some(x),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
     }
 }

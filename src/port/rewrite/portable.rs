@@ -73,6 +73,7 @@ impl<'a> Checker<'a> {
                 }
                 Err(why) => return Form::Kept(why),
             },
+            Place::Substring(c) if self.substring_extended(&at, c) => return Form::Done,
             Place::Substring(c) => match self.extend_substring(rule, site, c, &at) {
                 Ok(e) => {
                     self.remember_extension(&at, c.range(), site.range);
@@ -344,6 +345,30 @@ impl<'a> Checker<'a> {
 }
 
 /// Does the collection element name the TPU (`"tpu"`, `"tpu:0"`, `"tpu_dist"`)?
+impl Checker<'_> {
+    /// `"cuda" in device or "tpu" in device` (`not in`: `and`): the substring test names the
+    /// TPU already (a port's own extension).
+    fn substring_extended(&self, at: &[AnyNodeRef<'_>], c: &ast::ExprCompare) -> bool {
+        let Some(AnyNodeRef::ExprBoolOp(b)) = at.iter().rev().find(|n| n.range() != c.range())
+        else {
+            return false;
+        };
+        let join = match c.ops[0] {
+            ast::CmpOp::In => ast::BoolOp::Or,
+            _ => ast::BoolOp::And,
+        };
+        let name = self.text(c.comparators[0].range());
+        b.op == join
+            && b.values.iter().any(|v| {
+                matches!(v, Expr::Compare(o)
+                    if o.ops.as_ref() == c.ops.as_ref()
+                        && names_tpu(&o.left)
+                        && o.comparators.len() == 1
+                        && self.text(o.comparators[0].range()) == name)
+            })
+    }
+}
+
 pub(super) fn names_tpu(e: &Expr) -> bool {
     matches!(e, Expr::StringLiteral(s) if s.value.to_str().starts_with("tpu"))
 }

@@ -19,6 +19,25 @@ static CUDA_ONLY: LazyLock<Regex> = LazyLock::new(|| {
 /// Comments that name NCCL (for backend rewrites).
 static NCCL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)\bnccl\b").unwrap());
 
+/// A comment that lists the backends to choose from (`# 'nccl', 'gloo', etc.`, `# options:
+/// nccl, gloo, mpi`): it records no reason to keep NCCL. The portable port still picks NCCL on
+/// a CUDA machine (the accelerator's default backend), so the list stays true.
+static LISTS_OPTIONS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(gloo|mpi|ucc|xccl|hccl|etc|e\.g|options?|choices?|examples?|one of)\b")
+        .unwrap()
+});
+
+/// Words that make a comment about NCCL a reason: the code must stay on it.
+static KEEPS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(only|must|stays?|keeps?|requires?|required|needs?|needed|always|forced?|instead|because|since|so that|workaround|bug|hang|deadlock)\b")
+        .unwrap()
+});
+
+/// A comment that names NCCL and says the code must stay on it, not one that lists options.
+fn keeps_nccl(c: &str) -> bool {
+    NCCL.is_match(c) && (KEEPS.is_match(c) || !LISTS_OPTIONS.is_match(c))
+}
+
 /// The comment on the line that holds `at` and the block of comment lines directly above it
 /// (at most three), each with its line number.
 fn comments_near(src: &str, at: usize) -> Vec<(usize, &str)> {
@@ -62,7 +81,7 @@ pub(in crate::port::rewrite) fn keep_commented(
         let near = comments_near(src, usize::from(d.range.start()));
         let said = near
             .iter()
-            .find(|(_, c)| CUDA_ONLY.is_match(c) || (dst && NCCL.is_match(c)));
+            .find(|(_, c)| CUDA_ONLY.is_match(c) || (dst && keeps_nccl(c)));
         if let Some((line, comment)) = said {
             let comment: String = comment.chars().take(80).collect();
             d.make_unsafe(&format!(
@@ -85,6 +104,11 @@ mod tests {
         assert!(migrate(src, true).contains("torch.device(\"tpu\", 0)"));
         let nccl = "import torch.distributed as dist\n\n# the all-to-all stays on NCCL.\ndist.init_process_group(backend=\"nccl\")\n";
         assert_eq!(migrate(nccl, false), nccl);
+        // A comment listing the backends to choose from is no reason to keep NCCL.
+        let options = "import torch.distributed as dist\n\nbackend = 'nccl' # 'nccl', 'gloo', etc.\ndist.init_process_group(backend=backend)\n";
+        assert!(migrate(options, false).contains("tpu_dist"));
+        let must = "import torch.distributed as dist\n\nbackend = 'nccl' # must be nccl, not gloo\ndist.init_process_group(backend=backend)\n";
+        assert_eq!(migrate(must, false), must);
         let plain = "import torch\n\n# move the model to the GPU\nmodel = model.to(\"cuda\")\n";
         assert!(migrate(plain, false).contains("model.to(\"tpu\")"));
     }

@@ -135,6 +135,18 @@ impl<'a> Checker<'a> {
                     if c.func.range().contains_range(child) {
                         return None;
                     }
+                    // `device = f"cuda:{rank}"; torch.cuda.set_device(device)`: the call's
+                    // own fix (CUD004, when selected) takes the index (flow.rs), not the string.
+                    let named = c.arguments.args.iter().find_map(|a| match a {
+                        Expr::Name(n) if n.range == child => Some(n),
+                        _ => None,
+                    });
+                    if self.sem.qualified_name(&c.func).as_deref() == Some("torch.cuda.set_device")
+                        && !self.rules.get("CUD004").is_empty()
+                        && named.is_some_and(|n| self.device_index_in(ancestors, n).is_some())
+                    {
+                        return None;
+                    }
                     return self.foreign_call(c, keyword);
                 }
                 AnyNodeRef::ExprCompare(c) => {

@@ -146,10 +146,11 @@ fn is_cpu(e: &ast::Expr) -> bool {
     }
 }
 
-/// The value a block assigns when it is one plain assignment.
+/// The value a block assigns (or returns) when it is one plain assignment (or `return`).
 fn assigned(body: &[ast::Stmt]) -> Option<&ast::Expr> {
     match body {
         [ast::Stmt::Assign(a)] => Some(&a.value),
+        [ast::Stmt::Return(r)] => r.value.as_deref(),
         _ => None,
     }
 }

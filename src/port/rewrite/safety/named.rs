@@ -5,6 +5,8 @@
 //!   assigned to a name that says CUDA (`cuda_available = ...`, `self.is_cuda = ...`): it
 //!   implements or reports CUDA (DeepSpeed's CUDA accelerator would claim a TPU host); an
 //!   `assert` whose message names a CUDA-only library (`"CUDA required for APEX optimizers"`);
+//!   not a flag whose every read picks the training device (`together/flag.rs`: `use_cuda =
+//!   not args.no_cuda and torch.cuda.is_available()`, then `if use_cuda: device = ...`);
 //! - code that reads the CUDA toolkit or hardware (`torch.version.cuda`,
 //!   `torch.cuda.get_device_capability`, `torch.utils.cpp_extension`, Triton, bitsandbytes) in
 //!   the same class (else function), or in the module's own statements (a CUDA-only import):
@@ -85,7 +87,7 @@ impl Checker<'_> {
                     false
                 }
                 AnyNodeRef::StmtAssign(a) if innermost_stmt => {
-                    a.targets.iter().any(target_says_cuda)
+                    a.targets.iter().any(target_says_cuda) && !self.flag_selects_device_only(a)
                 }
                 AnyNodeRef::StmtAnnAssign(a) if innermost_stmt => target_says_cuda(&a.target),
                 // `assert torch.cuda.is_available(), "CUDA required for APEX optimizers"`

@@ -129,10 +129,16 @@ pub(super) enum BranchKind {
     Expr { last: TextRange },
 }
 
-/// A statement that only binds a value (`device = "cuda"`, `self.device = ...`).
+/// A statement that only binds a value (`device = "cuda"`, `self.device = ...`) or returns
+/// one (`return torch.device("cuda")`, a helper that picks the device).
 fn binds(s: &ast::Stmt) -> bool {
-    matches!(s, ast::Stmt::Assign(a) if a.targets.len() == 1
-        && matches!(a.targets[0], Expr::Name(_) | Expr::Attribute(_)))
+    match s {
+        ast::Stmt::Assign(a) => {
+            a.targets.len() == 1 && matches!(a.targets[0], Expr::Name(_) | Expr::Attribute(_))
+        }
+        ast::Stmt::Return(r) => r.value.is_some(),
+        _ => false,
+    }
 }
 
 /// Does this block start by rejecting what reaches it?

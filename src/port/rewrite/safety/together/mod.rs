@@ -27,6 +27,7 @@
 
 mod branch;
 mod collect;
+mod flag;
 
 pub(in crate::port::rewrite) use collect::Guards;
 use collect::{Guard, TPU_BRANCH, naming, other_backend, says_cuda};
