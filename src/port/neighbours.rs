@@ -50,9 +50,35 @@ fn memo(table: &Memo, path: &Path, ask: impl FnOnce(&Path) -> bool) -> bool {
 /// Module file → imports Triton at top level, for the files already read.
 static SEEN: Memo = LazyLock::new(Default::default);
 
+/// An unconditional top-level import of a library of Triton or CUDA kernels (Triton itself,
+/// Helion, Liger, FlashAttention, vLLM, ...): a module that cannot be imported without one
+/// exports its kernels and their wrappers. `cuda_only.rs`'s roots include every one of them.
+pub(crate) const KERNEL_LIBRARIES: &[&str] = &[
+    "triton",
+    "helion",
+    "liger_kernel",
+    "flash_attn",
+    "flash_attn_interface",
+    "xformers",
+    "flashinfer",
+    "mamba_ssm",
+    "causal_conv1d",
+    "transformer_engine",
+    "bitsandbytes",
+    "apex",
+    "deep_gemm",
+    "sgl_kernel",
+    "vllm",
+];
+
+static KERNELS_AT_TOP: LazyLock<Regex> = LazyLock::new(|| {
+    let roots = KERNEL_LIBRARIES.join("|");
+    Regex::new(&format!(r"(?m)^(import ({roots})\b|from ({roots})(\.[\w.]+)? import )")).unwrap()
+});
+
 fn triton_file(path: &Path) -> bool {
     memo(&SEEN, path, |p| {
-        std::fs::read_to_string(p).is_ok_and(|t| TRITON_AT_TOP.is_match(&t))
+        std::fs::read_to_string(p).is_ok_and(|t| KERNELS_AT_TOP.is_match(&t))
     })
 }
 
@@ -223,7 +249,7 @@ pub fn cuda_only_imports(path: &Path, body: &[Stmt]) -> HashMap<String, String> 
         );
         for a in &i.names {
             let local = a.asname.as_ref().unwrap_or(&a.name).to_string();
-            let what = format!("`{local}`, from `{module}`, which imports Triton kernels");
+            let what = format!("`{local}`, from `{module}`, which imports Triton or CUDA kernels");
             out.insert(local, what);
         }
     }

@@ -30,6 +30,7 @@
 //! class's own `self.is_cuda`, are not PyTorch's). Whole programs (an entry script and the
 //! modules it imports) are judged after every file: `crate::port::program`.
 
+pub(in crate::port::rewrite) mod callers;
 pub(in crate::port::rewrite) mod comments;
 pub(in crate::port::rewrite) mod cuda_only;
 pub(in crate::port::rewrite) mod foreign;
