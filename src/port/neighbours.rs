@@ -76,9 +76,22 @@ static KERNELS_AT_TOP: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(r"(?m)^(import ({roots})\b|from ({roots})(\.[\w.]+)? import )")).unwrap()
 });
 
+/// A top-level import from Inductor's compiler or its passes (`from torch.fx.passes.
+/// regional_inductor import regional_inductor`): Inductor compiles for CUDA and the CPU, not a
+/// TPU. Its settings (`torch._inductor.config`) are not.
+static INDUCTOR_AT_TOP: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?m)^from torch\.(_inductor|fx\.passes\.regional_inductor)\b[\w.]* import .*$")
+        .unwrap()
+});
+
 fn triton_file(path: &Path) -> bool {
     memo(&SEEN, path, |p| {
-        std::fs::read_to_string(p).is_ok_and(|t| KERNELS_AT_TOP.is_match(&t))
+        std::fs::read_to_string(p).is_ok_and(|t| {
+            KERNELS_AT_TOP.is_match(&t)
+                || INDUCTOR_AT_TOP
+                    .find_iter(&t)
+                    .any(|m| !m.as_str().contains("config"))
+        })
     })
 }
 
@@ -249,7 +262,7 @@ pub fn cuda_only_imports(path: &Path, body: &[Stmt]) -> HashMap<String, String> 
         );
         for a in &i.names {
             let local = a.asname.as_ref().unwrap_or(&a.name).to_string();
-            let what = format!("`{local}`, from `{module}`, which imports Triton or CUDA kernels");
+            let what = format!("`{local}`, from `{module}`, which imports Triton, CUDA kernels or Inductor");
             out.insert(local, what);
         }
     }
