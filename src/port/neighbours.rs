@@ -73,7 +73,10 @@ pub(crate) const KERNEL_LIBRARIES: &[&str] = &[
 
 static KERNELS_AT_TOP: LazyLock<Regex> = LazyLock::new(|| {
     let roots = KERNEL_LIBRARIES.join("|");
-    Regex::new(&format!(r"(?m)^(import ({roots})\b|from ({roots})(\.[\w.]+)? import )")).unwrap()
+    Regex::new(&format!(
+        r"(?m)^(import ({roots})\b|from ({roots})(\.[\w.]+)? import )"
+    ))
+    .unwrap()
 });
 
 /// A top-level import from Inductor's compiler or its passes (`from torch.fx.passes.
@@ -262,7 +265,9 @@ pub fn cuda_only_imports(path: &Path, body: &[Stmt]) -> HashMap<String, String> 
         );
         for a in &i.names {
             let local = a.asname.as_ref().unwrap_or(&a.name).to_string();
-            let what = format!("`{local}`, from `{module}`, which imports Triton, CUDA kernels or Inductor");
+            let what = format!(
+                "`{local}`, from `{module}`, which imports Triton, CUDA kernels or Inductor"
+            );
             out.insert(local, what);
         }
     }

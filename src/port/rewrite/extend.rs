@@ -286,7 +286,9 @@ impl<'a> SourceOrderVisitor<'a> for Blockers<'_, '_> {
                 let local = match expr {
                     Expr::Name(n) => Some(n.id.to_string()),
                     Expr::Attribute(a) => match a.value.as_ref() {
-                        Expr::Name(n) if n.id.as_str() == "self" => Some(format!("self.{}", a.attr)),
+                        Expr::Name(n) if n.id.as_str() == "self" => {
+                            Some(format!("self.{}", a.attr))
+                        }
                         _ => None,
                     },
                     _ => None,

@@ -266,11 +266,15 @@ impl<'a> Checker<'a> {
         }
         // `pytestmark = pytest.mark.skipif(...)` selects every test of the module.
         if let Some(AnyNodeRef::StmtAssign(a)) = ancestors.last()
-            && a.targets.iter().any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == "pytestmark"))
+            && a.targets
+                .iter()
+                .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == "pytestmark"))
         {
             let mut scan = self.scanner(ancestors);
             scan.scan_stmts(&self.parsed.module.body);
-            return scan.found.map(|w| skip_note(&format!("the module's tests use {w}")));
+            return scan
+                .found
+                .map(|w| skip_note(&format!("the module's tests use {w}")));
         }
         None
     }
