@@ -89,6 +89,15 @@ static INDUCTOR_AT_TOP: LazyLock<Regex> = LazyLock::new(|| {
 
 fn triton_file(path: &Path) -> bool {
     memo(&SEEN, path, |p| {
+        std::fs::read_to_string(p).is_ok_and(|t| TRITON_AT_TOP.is_match(&t))
+    })
+}
+
+/// Module file → imports a kernel library or Inductor's compiler at top level.
+static KERNELS: Memo = LazyLock::new(Default::default);
+
+fn kernel_file(path: &Path) -> bool {
+    memo(&KERNELS, path, |p| {
         std::fs::read_to_string(p).is_ok_and(|t| {
             KERNELS_AT_TOP.is_match(&t)
                 || INDUCTOR_AT_TOP
@@ -141,10 +150,34 @@ fn triton_bound(path: &Path, hops: usize) -> bool {
     found.is_some()
 }
 
-/// A module whose names are CUDA-only: it imports Triton at top level, or imports (at top
-/// level) a module of its project that does, within [`HOPS`].
+/// A module whose names are CUDA-only: it imports Triton, another kernel library or Inductor's
+/// compiler at top level, or imports (at top level) a module of its project that does, within
+/// [`HOPS`].
 fn cuda_only_file(path: &Path) -> bool {
-    triton_file(path) || triton_bound(path, HOPS - 1)
+    kernel_file(path) || kernel_bound(path, HOPS - 1)
+}
+
+/// Module file → imports (at top level) a project module that [`kernel_file`] holds, within
+/// [`HOPS`].
+static KERNEL_BOUND: Memo = LazyLock::new(Default::default);
+
+fn kernel_bound(path: &Path, hops: usize) -> bool {
+    if hops == 0 {
+        return false;
+    }
+    memo(&KERNEL_BOUND, path, |p| {
+        let Ok(text) = std::fs::read_to_string(p) else {
+            return false;
+        };
+        FROM_AT_TOP.captures_iter(&text).any(|m| {
+            let segments: Vec<&str> = m[2].split('.').filter(|s| !s.is_empty()).collect();
+            resolve_module(p, m[1].len(), &segments).is_some_and(|file| {
+                file.file_name().is_none_or(|n| n != "__init__.py")
+                    && file != p
+                    && (kernel_file(&file) || kernel_bound(&file, hops - 1))
+            })
+        })
+    })
 }
 
 /// Path → is a file, for the paths already asked about (many files import the same modules).
