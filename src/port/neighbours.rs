@@ -81,7 +81,7 @@ static KERNELS_AT_TOP: LazyLock<Regex> = LazyLock::new(|| {
 
 /// A top-level import from Inductor's compiler or its passes (`from torch.fx.passes.
 /// regional_inductor import regional_inductor`): Inductor compiles for CUDA and the CPU, not a
-/// TPU. Its settings (`torch._inductor.config`) are not.
+/// TPU. Its settings, utilities and graph passes are not.
 static INDUCTOR_AT_TOP: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?m)^from torch\.(_inductor|fx\.passes\.regional_inductor)\b[\w.]* import .*$")
         .unwrap()
@@ -100,9 +100,17 @@ fn kernel_file(path: &Path) -> bool {
     memo(&KERNELS, path, |p| {
         std::fs::read_to_string(p).is_ok_and(|t| {
             KERNELS_AT_TOP.is_match(&t)
-                || INDUCTOR_AT_TOP
-                    .find_iter(&t)
-                    .any(|m| !m.as_str().contains("config"))
+                || INDUCTOR_AT_TOP.find_iter(&t).any(|m| {
+                    let line = m.as_str();
+                    [
+                        "regional_inductor",
+                        "compile_fx",
+                        "standalone_compile",
+                        "aot_compile",
+                    ]
+                    .iter()
+                    .any(|c| line.contains(c))
+                })
         })
     })
 }

@@ -79,6 +79,15 @@ pub(in crate::port::rewrite) const CUDA_ONLY_ROOTS: &[&str] = &[
     "cuda.nvrtc",
 ];
 
+/// `torch._inductor.*` entry points that compile with Inductor.
+const INDUCTOR_COMPILES: &[&str] = &[
+    "compile",
+    "standalone_compile",
+    "aot_compile",
+    "aoti_compile_and_package",
+    "compile_fx",
+];
+
 /// `torch.ops` namespaces that are PyTorch's own (portable) operators.
 const PORTABLE_OPS: &[&str] = &[
     "aten",
@@ -135,9 +144,11 @@ pub(in crate::port::rewrite) fn cuda_only_name(q: &str) -> Option<String> {
             Some("backends") => rest.starts_with("backends.cuda.can_use_"),
             Some("nn") => rest == "nn.attention.activate_flash_attention_impl",
             // Inductor compiles for CUDA (Triton) and the CPU, not a TPU (a TPU tensor sent to
-            // it raises): its compile entry points, passes and CUDA graph trees. Its settings
-            // (`torch._inductor.config`) change nothing on a TPU.
-            Some("_inductor") => segs.get(2).is_some_and(|s| *s != "config"),
+            // it raises): its compile entry points and CUDA graph trees. Its settings, utilities
+            // and graph passes (`config`, `utils`, `fx_passes`) run nothing on a device.
+            Some("_inductor") => segs
+                .get(2)
+                .is_some_and(|s| s.starts_with("cudagraph") || INDUCTOR_COMPILES.contains(s)),
             Some("fx") => rest.starts_with("fx.passes.regional_inductor"),
             _ => false,
         };
@@ -198,6 +209,8 @@ mod tests {
             "numpy.zeros",
             "os.environ",
             "torch._inductor.config.coordinate_descent_tuning",
+            "torch._inductor.fx_passes.bucketing.is_all_gather_into_tensor",
+            "torch._inductor.utils.fresh_inductor_cache",
             "deepspeed.initialize",
         ] {
             assert!(cuda_only_name(q).is_none(), "{q}");
