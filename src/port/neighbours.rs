@@ -50,9 +50,68 @@ fn memo(table: &Memo, path: &Path, ask: impl FnOnce(&Path) -> bool) -> bool {
 /// Module file → imports Triton at top level, for the files already read.
 static SEEN: Memo = LazyLock::new(Default::default);
 
+/// An unconditional top-level import of a library of Triton or CUDA kernels (Triton itself,
+/// Helion, Liger, FlashAttention, vLLM, ...): a module that cannot be imported without one
+/// exports its kernels and their wrappers. `cuda_only.rs`'s roots include every one of them.
+pub(crate) const KERNEL_LIBRARIES: &[&str] = &[
+    "triton",
+    "helion",
+    "liger_kernel",
+    "flash_attn",
+    "flash_attn_interface",
+    "xformers",
+    "flashinfer",
+    "mamba_ssm",
+    "causal_conv1d",
+    "transformer_engine",
+    "bitsandbytes",
+    "apex",
+    "deep_gemm",
+    "sgl_kernel",
+    "vllm",
+];
+
+static KERNELS_AT_TOP: LazyLock<Regex> = LazyLock::new(|| {
+    let roots = KERNEL_LIBRARIES.join("|");
+    Regex::new(&format!(
+        r"(?m)^(import ({roots})\b|from ({roots})(\.[\w.]+)? import )"
+    ))
+    .unwrap()
+});
+
+/// A top-level import from Inductor's compiler or its passes (`from torch.fx.passes.
+/// regional_inductor import regional_inductor`): Inductor compiles for CUDA and the CPU, not a
+/// TPU. Its settings, utilities and graph passes are not.
+static INDUCTOR_AT_TOP: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?m)^from torch\.(_inductor|fx\.passes\.regional_inductor)\b[\w.]* import .*$")
+        .unwrap()
+});
+
 fn triton_file(path: &Path) -> bool {
     memo(&SEEN, path, |p| {
         std::fs::read_to_string(p).is_ok_and(|t| TRITON_AT_TOP.is_match(&t))
+    })
+}
+
+/// Module file → imports a kernel library or Inductor's compiler at top level.
+static KERNELS: Memo = LazyLock::new(Default::default);
+
+fn kernel_file(path: &Path) -> bool {
+    memo(&KERNELS, path, |p| {
+        std::fs::read_to_string(p).is_ok_and(|t| {
+            KERNELS_AT_TOP.is_match(&t)
+                || INDUCTOR_AT_TOP.find_iter(&t).any(|m| {
+                    let line = m.as_str();
+                    [
+                        "regional_inductor",
+                        "compile_fx",
+                        "standalone_compile",
+                        "aot_compile",
+                    ]
+                    .iter()
+                    .any(|c| line.contains(c))
+                })
+        })
     })
 }
 
@@ -99,10 +158,34 @@ fn triton_bound(path: &Path, hops: usize) -> bool {
     found.is_some()
 }
 
-/// A module whose names are CUDA-only: it imports Triton at top level, or imports (at top
-/// level) a module of its project that does, within [`HOPS`].
+/// A module whose names are CUDA-only: it imports Triton, another kernel library or Inductor's
+/// compiler at top level, or imports (at top level) a module of its project that does, within
+/// [`HOPS`].
 fn cuda_only_file(path: &Path) -> bool {
-    triton_file(path) || triton_bound(path, HOPS - 1)
+    kernel_file(path) || kernel_bound(path, HOPS - 1)
+}
+
+/// Module file → imports (at top level) a project module that [`kernel_file`] holds, within
+/// [`HOPS`].
+static KERNEL_BOUND: Memo = LazyLock::new(Default::default);
+
+fn kernel_bound(path: &Path, hops: usize) -> bool {
+    if hops == 0 {
+        return false;
+    }
+    memo(&KERNEL_BOUND, path, |p| {
+        let Ok(text) = std::fs::read_to_string(p) else {
+            return false;
+        };
+        FROM_AT_TOP.captures_iter(&text).any(|m| {
+            let segments: Vec<&str> = m[2].split('.').filter(|s| !s.is_empty()).collect();
+            resolve_module(p, m[1].len(), &segments).is_some_and(|file| {
+                file.file_name().is_none_or(|n| n != "__init__.py")
+                    && file != p
+                    && (kernel_file(&file) || kernel_bound(&file, hops - 1))
+            })
+        })
+    })
 }
 
 /// Path → is a file, for the paths already asked about (many files import the same modules;
@@ -224,7 +307,9 @@ pub fn cuda_only_imports(path: &Path, body: &[Stmt]) -> HashMap<String, String> 
         );
         for a in &i.names {
             let local = a.asname.as_ref().unwrap_or(&a.name).to_string();
-            let what = format!("`{local}`, from `{module}`, which imports Triton kernels");
+            let what = format!(
+                "`{local}`, from `{module}`, which imports Triton, CUDA kernels or Inductor"
+            );
             out.insert(local, what);
         }
     }

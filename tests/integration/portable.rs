@@ -243,3 +243,43 @@ fn half_ported_program_classes_are_ported_whole() {
     snap.push_str(&render::unified_diff("portable/halves.py", &source, &text));
     insta::assert_snapshot!(snap);
 }
+
+/// The classes of wrong safe fixes of the second evaluation (set B), one case each in
+/// tests/data/portable/kernels_tests_lightning.py: a predicate (`return x.is_cuda and ...`)
+/// whose callers run a Helion kernel defined under `if HAS_HELION:`; CUDA skip conditions of
+/// tests that use vLLM or Inductor (`self.skipTest` ends the test); CUDA tests that choose the
+/// accelerator and devices given to Lightning. Each keeps CUDA's test; pinned memory, a test
+/// of pinned memory and a flag not given to Lightning are extended.
+#[test]
+fn tests_selecting_kernels_skipped_tests_and_lightning_keep_cuda() {
+    use tpuport::port::{RuleIndex, RuleSet, Settings, migrate_source, render};
+    let name = "portable/kernels_tests_lightning.py";
+    let source = std::fs::read_to_string(repo().join("tests/data").join(name)).unwrap();
+    let rules = RuleSet::builtin();
+    let index = RuleIndex::new(&rules);
+    let out = migrate_source(&source, &rules, &index, Settings::default());
+    let text = out.output.clone().expect("safe fixes");
+    for kept in [
+        "return x.is_cuda and x.ndim == 4",
+        "if x.device.type == \"cuda\":\n        return _rope_op(x)",
+        "@unittest.skipUnless(torch.cuda.is_available(), \"CUDA required\")",
+        "if not torch.cuda.is_available():\n            self.skipTest",
+        "gpus = torch.cuda.device_count()",
+        "finder = \"gpu\" if torch.cuda.is_available() else \"cpu\"",
+        "finder_devices = 1 if torch.cuda.is_available() else \"auto\"",
+    ] {
+        assert!(text.contains(kept), "no `{kept}` in\n{text}");
+    }
+    for ported in [
+        "x.pin_memory() if x.device.type in (\"cuda\", \"tpu\") else x",
+        "@unittest.skipUnless(torch.accelerator.is_available(), \"needs a GPU\")",
+        "pin_memory = torch.accelerator.is_available()",
+    ] {
+        assert!(text.contains(ported), "no `{ported}` in\n{text}");
+    }
+    let required = Settings::default().required();
+    let mut snap =
+        render::diagnostics_text(name, &source, &out.diagnostics, &rules, required, true);
+    snap.push_str(&render::unified_diff(name, &source, &text));
+    insta::assert_snapshot!(snap);
+}

@@ -281,6 +281,22 @@ impl<'a> SourceOrderVisitor<'a> for Blockers<'_, '_> {
                 }
             }
             Expr::Attribute(_) | Expr::Name(_) => {
+                // A kernel of this module (`@helion.kernel`, `@triton.jit`), a function or
+                // method that runs one, or a name imported from a project module of kernels.
+                let local = match expr {
+                    Expr::Name(n) => Some(n.id.to_string()),
+                    Expr::Attribute(a) => match a.value.as_ref() {
+                        Expr::Name(n) if n.id.as_str() == "self" => {
+                            Some(format!("self.{}", a.attr))
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let Some(what) = local.and_then(|l| self.checker.cuda_defs().get(&l)) {
+                    self.found.push((expr.range(), what.clone()));
+                    return;
+                }
                 if let Some(what) = self
                     .checker
                     .sem

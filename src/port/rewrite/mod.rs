@@ -250,8 +250,12 @@ impl<'a> Checker<'a> {
                 }
                 _ => continue,
             };
+            // vLLM drives its own devices (`LLM(..., device="cuda")`: foreign.rs); the rest of
+            // a module that imports it is the program's.
+            let vllm = |n: &&String| n.as_str() == "vllm" || n.starts_with("vllm.");
             if let Some(what) = names
                 .iter()
+                .filter(|n| !vllm(n))
                 .find_map(|n| safety::cuda_only::cuda_only_name(n))
             {
                 return Some(format!("{what}, which is CUDA-only,"));

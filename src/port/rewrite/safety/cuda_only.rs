@@ -59,6 +59,16 @@ pub(in crate::port::rewrite) const CUDA_ONLY_ROOTS: &[&str] = &[
     "fbgemm_gpu",
     "lpmm",
     "flash_attn_interface",
+    "flash_mla",
+    // vLLM's engine and layers (its CUDA and Triton kernels); DeepSpeed's compiled ops;
+    // MoE and attention kernel libraries built on CUDA or Triton.
+    "vllm",
+    "deepspeed.ops",
+    "deep_ep",
+    "megablocks",
+    "grouped_gemm",
+    "tilelang",
+    "quack",
     // SageMaker's model and data parallel libraries (NVIDIA instances only).
     "smdistributed",
     // NVIDIA's cuda-python (`import cuda.bindings.driver as cuda`).
@@ -67,6 +77,15 @@ pub(in crate::port::rewrite) const CUDA_ONLY_ROOTS: &[&str] = &[
     "cuda.cuda",
     "cuda.cudart",
     "cuda.nvrtc",
+];
+
+/// `torch._inductor.*` entry points that compile with Inductor.
+const INDUCTOR_COMPILES: &[&str] = &[
+    "compile",
+    "standalone_compile",
+    "aot_compile",
+    "aoti_compile_and_package",
+    "compile_fx",
 ];
 
 /// `torch.ops` namespaces that are PyTorch's own (portable) operators.
@@ -124,8 +143,13 @@ pub(in crate::port::rewrite) fn cuda_only_name(q: &str) -> Option<String> {
             // Whether CUDA's flash/efficient/cuDNN SDPA kernels would run; choosing FA3.
             Some("backends") => rest.starts_with("backends.cuda.can_use_"),
             Some("nn") => rest == "nn.attention.activate_flash_attention_impl",
-            // Inductor's CUDA graph trees (`cudagraph_mark_step_begin`).
-            Some("_inductor") => segs.get(2).is_some_and(|s| s.starts_with("cudagraph")),
+            // Inductor compiles for CUDA (Triton) and the CPU, not a TPU (a TPU tensor sent to
+            // it raises): its compile entry points and CUDA graph trees. Its settings, utilities
+            // and graph passes (`config`, `utils`, `fx_passes`) run nothing on a device.
+            Some("_inductor") => segs
+                .get(2)
+                .is_some_and(|s| s.starts_with("cudagraph") || INDUCTOR_COMPILES.contains(s)),
+            Some("fx") => rest.starts_with("fx.passes.regional_inductor"),
             _ => false,
         };
         let missing = segs.last().is_some_and(|op| {
@@ -172,6 +196,9 @@ mod tests {
             "flash_attn.flash_attn_func",
             "torch.ops.aten._convert_weight_to_int4pack",
             "torch._weight_int4pack_mm",
+            "vllm.LLM",
+            "torch._inductor.standalone_compile",
+            "torch.fx.passes.regional_inductor.regional_inductor",
         ] {
             assert!(cuda_only_name(q).is_some(), "{q}");
         }
@@ -181,8 +208,21 @@ mod tests {
             "torch._C._get_tracing_state",
             "numpy.zeros",
             "os.environ",
+            "torch._inductor.config.coordinate_descent_tuning",
+            "torch._inductor.fx_passes.bucketing.is_all_gather_into_tensor",
+            "torch._inductor.utils.fresh_inductor_cache",
+            "deepspeed.initialize",
         ] {
             assert!(cuda_only_name(q).is_none(), "{q}");
+        }
+    }
+
+    /// A project module importing one of these at top level exports CUDA-only names
+    /// (`neighbours.rs`): each is CUDA-only here too.
+    #[test]
+    fn kernel_libraries_are_cuda_only() {
+        for lib in crate::port::neighbours::KERNEL_LIBRARIES {
+            assert!(cuda_only_name(lib).is_some(), "{lib}");
         }
     }
 }

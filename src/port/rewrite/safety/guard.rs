@@ -220,6 +220,11 @@ impl<'a> Checker<'a> {
                         .into_iter()
                         .find_map(|(anc, at)| self.guard_in(&anc, at, false));
                 }
+                AnyNodeRef::StmtReturn(r)
+                    if follow && r.value.as_deref().is_some_and(is_test_like) =>
+                {
+                    return self.predicate_guard(&stack[..pos]);
+                }
                 AnyNodeRef::StmtFunctionDef(_)
                 | AnyNodeRef::StmtClassDef(_)
                 | AnyNodeRef::ExprLambda(_) => return None,
@@ -228,6 +233,11 @@ impl<'a> Checker<'a> {
             }
         }
         None
+    }
+
+    /// [`Self::guard_in`] for a call of a predicate (`callers.rs`), not followed further.
+    pub(super) fn guard_of_call(&self, stack: &[AnyNodeRef<'a>], at: TextRange) -> Option<String> {
+        self.guard_in(stack, at, false)
     }
 
     /// `skipUnless(torch.cuda.is_available(), reason)`: CUDA-only if the reason says so or the
@@ -253,6 +263,18 @@ impl<'a> Checker<'a> {
                 _ => {}
             }
             return scan.found.map(|w| skip_note(&format!("the test uses {w}")));
+        }
+        // `pytestmark = pytest.mark.skipif(...)` selects every test of the module.
+        if let Some(AnyNodeRef::StmtAssign(a)) = ancestors.last()
+            && a.targets
+                .iter()
+                .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == "pytestmark"))
+        {
+            let mut scan = self.scanner(ancestors);
+            scan.scan_stmts(&self.parsed.module.body);
+            return scan
+                .found
+                .map(|w| skip_note(&format!("the module's tests use {w}")));
         }
         None
     }
@@ -361,7 +383,7 @@ fn cuda_only_defs(
         found: None,
     };
     let mut defs: Vec<(String, &[Stmt])> = vec![];
-    for stmt in module {
+    for stmt in top_level(module) {
         match stmt {
             Stmt::FunctionDef(f) => defs.push((f.name.to_string(), &f.body)),
             Stmt::ClassDef(c) => {
@@ -374,7 +396,9 @@ fn cuda_only_defs(
             _ => {}
         }
     }
-    for _ in 0..2 {
+    // Until nothing changes: a wrapper of a wrapper of a kernel runs the kernel.
+    loop {
+        let mut changed = false;
         for (name, body) in &defs {
             if scan.kernels.contains_key(name) {
                 continue;
@@ -384,16 +408,46 @@ fn cuda_only_defs(
             if let Some(what) = scan.found.take() {
                 let desc = format!("`{name}`, which uses {what}");
                 scan.kernels.insert(name.clone(), desc);
+                changed = true;
             }
         }
+        if !changed {
+            return scan.kernels;
+        }
     }
-    scan.kernels
+}
+
+/// The module's top-level statements, with those of module-level `if`/`try` blocks (kernels
+/// defined under `if HAS_TRITON:` or `try: import helion`).
+fn top_level(module: &[Stmt]) -> Vec<&Stmt> {
+    let mut out = vec![];
+    for stmt in module {
+        match stmt {
+            Stmt::If(i) => {
+                out.extend(top_level(&i.body));
+                for c in &i.elif_else_clauses {
+                    out.extend(top_level(&c.body));
+                }
+            }
+            Stmt::Try(t) => {
+                out.extend(top_level(&t.body));
+                for h in &t.handlers {
+                    let ast::ExceptHandler::ExceptHandler(h) = h;
+                    out.extend(top_level(&h.body));
+                }
+                out.extend(top_level(&t.orelse));
+            }
+            s => out.push(s),
+        }
+    }
+    out
 }
 
 /// Module-level functions decorated with `@triton.jit`, `@triton.autotune(...)`,
 /// `@helion.kernel(...)` (or any decorator from a CUDA-only library).
 fn triton_kernels(body: &[Stmt], sem: &Semantic) -> HashMap<String, String> {
-    body.iter()
+    top_level(body)
+        .into_iter()
         .filter_map(|s| match s {
             Stmt::FunctionDef(f) => f.decorator_list.iter().find_map(|d| {
                 let e = match &d.expression {
@@ -425,10 +479,18 @@ fn is_test_like(e: &Expr) -> bool {
 
 /// Does the block end by leaving (so the code after the `if` is the other branch)?
 fn exits(s: &Stmt) -> bool {
-    matches!(
-        s,
-        Stmt::Return(_) | Stmt::Raise(_) | Stmt::Continue(_) | Stmt::Break(_)
-    )
+    match s {
+        Stmt::Return(_) | Stmt::Raise(_) | Stmt::Continue(_) | Stmt::Break(_) => true,
+        // `self.skipTest(...)`, `pytest.skip(...)`: the test ends there.
+        Stmt::Expr(e) => matches!(
+            e.value.as_ref(),
+            Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
+                if a.attr.as_str() == "skipTest"
+                    || (a.attr.as_str() == "skip"
+                        && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "pytest")))
+        ),
+        _ => false,
+    }
 }
 
 /// `unittest.skipIf`, `skipUnless`, `pytest.mark.skipif`.

@@ -25,17 +25,20 @@
 //! ported together or not at all), `foreign.rs` (device-like strings that are not this program's
 //! devices), `library.rs` (CUDA settings, backend comparisons and CUDA checks in library
 //! modules), `runtimes.rs` (devices of modules that drive ONNX Runtime, ExecuTorch and the
-//! like), `params.rs` (test parameters fed by values computed elsewhere), `comments.rs` (code a
+//! like), `lightning.rs` (CUDA tests that choose a Lightning accelerator),
+//! `params.rs` (test parameters fed by values computed elsewhere), `comments.rs` (code a
 //! comment ties to CUDA or NCCL) and `own.rs` (attributes the program defines itself, such as a
 //! class's own `self.is_cuda`, are not PyTorch's). Whole programs (an entry script and the
 //! modules it imports) are judged after every file: `crate::port::program`.
 
+pub(in crate::port::rewrite) mod callers;
 pub(in crate::port::rewrite) mod comments;
 pub(in crate::port::rewrite) mod cuda_only;
 pub(in crate::port::rewrite) mod foreign;
 pub(in crate::port::rewrite) mod group;
 pub(in crate::port::rewrite) mod guard;
 pub(in crate::port::rewrite) mod library;
+pub(in crate::port::rewrite) mod lightning;
 pub(in crate::port::rewrite) mod named;
 pub(in crate::port::rewrite) mod own;
 pub(in crate::port::rewrite) mod params;
@@ -145,6 +148,12 @@ impl<'a> Checker<'a> {
             );
         }
         runtimes::keep_runtime_devices(self.src, self.rules, &mut self.diags);
+        lightning::keep_lightning_choices(
+            self.sem,
+            self.rules,
+            &self.parsed.module.body,
+            &mut self.diags,
+        );
         params::keep_fed_comparisons(
             self.src,
             self.rules,
