@@ -117,10 +117,16 @@ impl FileFacts {
 
 /// Could the rule's fix be unsafe in this file (it uses one of `unsafe_if_uses`)? Whether
 /// `unless_uses` lifts that is decided per finding, by [`dominated_by_call`].
-/// `if __name__ == "__main__":` or a call made at module level.
+/// `if __name__ == "__main__":` or a call made at module level. Not the settings calls that
+/// fixes write as statements (`torch.set_float32_matmul_precision(..)` for a TF32 assignment,
+/// `torch.__future__.*`, `torch.accelerator.*`): a module the port gave one is what it was, and
+/// a second run must judge it as the first did (found by the fuzz harness).
 pub fn runs_as_program(stmt: &Stmt) -> bool {
     match stmt {
-        Stmt::Expr(e) => matches!(*e.value, Expr::Call(_)),
+        Stmt::Expr(e) => match &*e.value {
+            Expr::Call(c) => !written_by_fixes(&c.func),
+            _ => false,
+        },
         Stmt::If(i) => match &*i.test {
             Expr::Compare(c) => [&*c.left]
                 .into_iter()
@@ -130,6 +136,25 @@ pub fn runs_as_program(stmt: &Stmt) -> bool {
         },
         _ => false,
     }
+}
+
+/// `torch.set_float32_matmul_precision`, `torch.__future__.X`, `torch.accelerator.X`.
+fn written_by_fixes(func: &Expr) -> bool {
+    let mut parts = vec![];
+    let mut e = func;
+    while let Expr::Attribute(a) = e {
+        parts.push(a.attr.as_str());
+        e = &a.value;
+    }
+    let Expr::Name(root) = e else {
+        return false;
+    };
+    parts.reverse();
+    root.id.as_str() == "torch"
+        && matches!(
+            parts.as_slice(),
+            ["set_float32_matmul_precision"] | ["__future__" | "accelerator", ..]
+        )
 }
 
 /// The first module-level statement (in the top-level body or a top-level `if`) saying the
@@ -426,5 +451,42 @@ mod tests {
         assert!(!covered("for x in y:\n    wrap(m)\nstep()\n"));
         assert!(!covered("try:\n    wrap(m)\nexcept E:\n    pass\nstep()\n"));
         assert!(!covered("if a:\n    step()\nelse:\n    wrap(m)\n"));
+    }
+
+    /// Found by the fuzz harness (fuzz/artifacts/migrate/invariant-81aa4efbb91ec5fb.py,
+    /// minimised): PRC005 turns a module-level TF32 assignment into a module-level call, which
+    /// made the file a program on a second run only, and the tie fix (DEV018, programs only)
+    /// then changed it again. The settings calls fixes write do not make a program.
+    #[test]
+    fn the_calls_fixes_write_do_not_make_a_program() {
+        use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
+        let src = "    self.wte.weight = self.lm_head.weight  # weight tying, as nanoGPT does\n\
+                   torch.backends.cudnn.conv.fp32_precision = \"tf32\"\n\
+                   \x20   for images, labels in loader:\n\
+                   \x20       images, labels = images.cuda(), labels.cuda()\n";
+        let rules = RuleSet::builtin();
+        let index = RuleIndex::new(&rules);
+        let settings = Settings {
+            unsafe_fixes: true,
+            ..Settings::default()
+        };
+        let once = migrate_source(src, &rules, &index, settings)
+            .output
+            .expect("fixed");
+        let twice = migrate_source(&once, &rules, &index, settings).output;
+        assert_eq!(twice, None, "a second run changed:\n{once}");
+        for (stmt, program) in [
+            ("torch.set_float32_matmul_precision(\"high\")", false),
+            (
+                "torch.__future__.set_swap_module_params_on_conversion(True)",
+                false,
+            ),
+            ("torch.accelerator.set_device_index(0)", false),
+            ("torch.manual_seed(0)", true),
+            ("main()", true),
+        ] {
+            let parsed = parse(stmt);
+            assert_eq!(runs_as_program(&parsed.module.body[0]), program, "{stmt}");
+        }
     }
 }
