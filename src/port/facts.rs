@@ -349,8 +349,9 @@ pub fn always_calls(stmt: &Stmt, is_wrap: &dyn Fn(&ExprCall) -> bool) -> bool {
     }
 }
 
-/// The blocks of statements directly inside a compound statement of the same function.
-fn blocks(stmt: &Stmt) -> Vec<&[Stmt]> {
+/// The blocks of statements directly inside a compound statement of the same function (not
+/// the bodies of nested `def`s and classes: [`crate::port::parse::child_bodies`] has those).
+pub(crate) fn blocks(stmt: &Stmt) -> Vec<&[Stmt]> {
     match stmt {
         Stmt::If(i) => std::iter::once(&i.body[..])
             .chain(i.elif_else_clauses.iter().map(|c| &c.body[..]))

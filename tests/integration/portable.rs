@@ -120,6 +120,59 @@ fn portable_ports_run_as_the_original_on_its_machine_and_train_on_torch_tpu() {
     }
 }
 
+/// A file of tests/data/portable/ and its default migration (`--to portable`).
+struct Ported {
+    name: String,
+    source: String,
+    text: String,
+    out: tpuport::port::Outcome,
+    rules: tpuport::port::RuleSet,
+}
+
+impl Ported {
+    /// Migrate tests/data/portable/FILE; it must get safe fixes.
+    fn of(file: &str) -> Self {
+        use tpuport::port::{RuleIndex, RuleSet, Settings, migrate_source};
+        let name = format!("portable/{file}");
+        let source = std::fs::read_to_string(repo().join("tests/data").join(&name)).unwrap();
+        let rules = RuleSet::builtin();
+        let index = RuleIndex::new(&rules);
+        let out = migrate_source(&source, &rules, &index, Settings::default());
+        let text = out.output.clone().expect("safe fixes");
+        Ported {
+            name,
+            source,
+            text,
+            out,
+            rules,
+        }
+    }
+
+    /// A second migration changes nothing.
+    fn assert_stable(&self) {
+        use tpuport::port::{RuleIndex, Settings, migrate_source};
+        let index = RuleIndex::new(&self.rules);
+        let again = migrate_source(&self.text, &self.rules, &index, Settings::default());
+        assert!(again.output.is_none(), "{:?}", again.output);
+    }
+
+    /// What a user sees: the findings, then the diff of the safe fixes.
+    fn snapshot(&self) -> String {
+        use tpuport::port::{Settings, render};
+        let required = Settings::default().required();
+        let mut snap = render::diagnostics_text(
+            &self.name,
+            &self.source,
+            &self.out.diagnostics,
+            &self.rules,
+            required,
+            true,
+        );
+        snap.push_str(&render::unified_diff(&self.name, &self.source, &self.text));
+        snap
+    }
+}
+
 /// The classes of wrong safe fixes found on unseen code (bench/README.md, "Issue 25
 /// evaluation"), one case each in tests/data/portable/classes.py: device literals in default
 /// arguments, a comparison in front of a float16 GradScaler, a chain that also picks MPS, a CUDA
@@ -127,13 +180,8 @@ fn portable_ports_run_as_the_original_on_its_machine_and_train_on_torch_tpu() {
 /// TorchTPU literal outside a comparison it extends; the snapshot holds what a user sees.
 #[test]
 fn classes_of_wrong_safe_fixes_are_portable() {
-    use tpuport::port::{RuleIndex, RuleSet, Settings, migrate_source, render};
-    let path = repo().join("tests/data/portable/classes.py");
-    let source = std::fs::read_to_string(&path).unwrap();
-    let rules = RuleSet::builtin();
-    let index = RuleIndex::new(&rules);
-    let out = migrate_source(&source, &rules, &index, Settings::default());
-    let text = out.output.clone().expect("safe fixes");
+    let p = Ported::of("classes.py");
+    let text = &p.text;
     for line in text
         .lines()
         .filter(|l| l.contains("\"tpu") && !l.starts_with('#'))
@@ -152,19 +200,8 @@ fn classes_of_wrong_safe_fixes_are_portable() {
     ] {
         assert!(text.contains(kept), "no `{kept}` in\n{text}");
     }
-    let again = migrate_source(&text, &rules, &index, Settings::default());
-    assert!(again.output.is_none(), "{:?}", again.output);
-    let required = Settings::default().required();
-    let mut snap = render::diagnostics_text(
-        "portable/classes.py",
-        &source,
-        &out.diagnostics,
-        &rules,
-        required,
-        true,
-    );
-    snap.push_str(&render::unified_diff("portable/classes.py", &source, &text));
-    insta::assert_snapshot!(snap);
+    p.assert_stable();
+    insta::assert_snapshot!(p.snapshot());
 }
 
 /// A device chosen by a CUDA check in a library module is ported with the check even where its
@@ -174,13 +211,8 @@ fn classes_of_wrong_safe_fixes_are_portable() {
 /// a TPU VM). A branch with CUDA-only work left (cuDNN tuning) keeps its CUDA check.
 #[test]
 fn library_device_choices_with_other_work_are_ported() {
-    use tpuport::port::{RuleIndex, RuleSet, Settings, migrate_source, render};
-    let path = repo().join("tests/data/portable/library.py");
-    let source = std::fs::read_to_string(&path).unwrap();
-    let rules = RuleSet::builtin();
-    let index = RuleIndex::new(&rules);
-    let out = migrate_source(&source, &rules, &index, Settings::default());
-    let text = out.output.clone().expect("safe fixes");
+    let p = Ported::of("library.py");
+    let text = &p.text;
     for ported in [
         "    if torch.accelerator.is_available():\n        setattr(args, \"batch_size\", args.batch_size * torch.accelerator.device_count())\n        torch.cuda.manual_seed_all(args.seed)\n        device = torch.accelerator.current_accelerator()",
         "    if torch.accelerator.is_available():\n        device = torch.accelerator.current_accelerator()\n    else:\n        device = torch.device(\"cpu\")\n    return nn.Linear",
@@ -189,19 +221,8 @@ fn library_device_choices_with_other_work_are_ported() {
         assert!(text.contains(ported), "no `{ported}` in\n{text}");
     }
     assert!(!text.contains("\"tpu"), "{text}");
-    let again = migrate_source(&text, &rules, &index, Settings::default());
-    assert!(again.output.is_none(), "{:?}", again.output);
-    let required = Settings::default().required();
-    let mut snap = render::diagnostics_text(
-        "portable/library.py",
-        &source,
-        &out.diagnostics,
-        &rules,
-        required,
-        true,
-    );
-    snap.push_str(&render::unified_diff("portable/library.py", &source, &text));
-    insta::assert_snapshot!(snap);
+    p.assert_stable();
+    insta::assert_snapshot!(p.snapshot());
 }
 
 /// Classes of programs the real-code harness found half-ported (tests/data/portable/halves.py):
@@ -210,13 +231,8 @@ fn library_device_choices_with_other_work_are_ported() {
 /// the CPU of a TPU VM); a CUDA/MPS/CPU chain that returns its device got no accelerator branch.
 #[test]
 fn half_ported_program_classes_are_ported_whole() {
-    use tpuport::port::{RuleIndex, RuleSet, Settings, migrate_source, render};
-    let path = repo().join("tests/data/portable/halves.py");
-    let source = std::fs::read_to_string(&path).unwrap();
-    let rules = RuleSet::builtin();
-    let index = RuleIndex::new(&rules);
-    let out = migrate_source(&source, &rules, &index, Settings::default());
-    let text = out.output.clone().expect("safe fixes");
+    let p = Ported::of("halves.py");
+    let text = &p.text;
     for ported in [
         "backend = dist.get_default_backend_for_device(torch.accelerator.current_accelerator()) # 'nccl', 'gloo', etc.",
         "other_backend = 'nccl' # must stay",
@@ -229,19 +245,8 @@ fn half_ported_program_classes_are_ported_whole() {
         assert!(text.contains(ported), "no `{ported}` in\n{text}");
     }
     assert!(!text.contains("\"tpu"), "{text}");
-    let again = migrate_source(&text, &rules, &index, Settings::default());
-    assert!(again.output.is_none(), "{:?}", again.output);
-    let required = Settings::default().required();
-    let mut snap = render::diagnostics_text(
-        "portable/halves.py",
-        &source,
-        &out.diagnostics,
-        &rules,
-        required,
-        true,
-    );
-    snap.push_str(&render::unified_diff("portable/halves.py", &source, &text));
-    insta::assert_snapshot!(snap);
+    p.assert_stable();
+    insta::assert_snapshot!(p.snapshot());
 }
 
 /// The classes of wrong safe fixes of the second evaluation (set B), one case each in
@@ -252,13 +257,8 @@ fn half_ported_program_classes_are_ported_whole() {
 /// of pinned memory and a flag not given to Lightning are extended.
 #[test]
 fn tests_selecting_kernels_skipped_tests_and_lightning_keep_cuda() {
-    use tpuport::port::{RuleIndex, RuleSet, Settings, migrate_source, render};
-    let name = "portable/kernels_tests_lightning.py";
-    let source = std::fs::read_to_string(repo().join("tests/data").join(name)).unwrap();
-    let rules = RuleSet::builtin();
-    let index = RuleIndex::new(&rules);
-    let out = migrate_source(&source, &rules, &index, Settings::default());
-    let text = out.output.clone().expect("safe fixes");
+    let p = Ported::of("kernels_tests_lightning.py");
+    let text = &p.text;
     for kept in [
         "return x.is_cuda and x.ndim == 4",
         "if x.device.type == \"cuda\":\n        return _rope_op(x)",
@@ -277,9 +277,5 @@ fn tests_selecting_kernels_skipped_tests_and_lightning_keep_cuda() {
     ] {
         assert!(text.contains(ported), "no `{ported}` in\n{text}");
     }
-    let required = Settings::default().required();
-    let mut snap =
-        render::diagnostics_text(name, &source, &out.diagnostics, &rules, required, true);
-    snap.push_str(&render::unified_diff(name, &source, &text));
-    insta::assert_snapshot!(snap);
+    insta::assert_snapshot!(p.snapshot());
 }

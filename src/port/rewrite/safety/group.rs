@@ -272,7 +272,7 @@ fn innermost_def(body: &[Stmt], site: TextSize) -> Option<(&ast::StmtFunctionDef
                     stmts = &c.body;
                 }
                 other => {
-                    let Some(b) = inner_blocks(other)
+                    let Some(b) = crate::port::facts::blocks(other)
                         .into_iter()
                         .find(|b| b.iter().any(|s| s.range().contains(site)))
                     else {
@@ -284,28 +284,6 @@ fn innermost_def(body: &[Stmt], site: TextSize) -> Option<(&ast::StmtFunctionDef
             continue 'down;
         }
         return found;
-    }
-}
-
-/// The blocks of statements directly inside a compound statement.
-fn inner_blocks(stmt: &Stmt) -> Vec<&[Stmt]> {
-    match stmt {
-        Stmt::If(i) => std::iter::once(&i.body[..])
-            .chain(i.elif_else_clauses.iter().map(|c| &c.body[..]))
-            .collect(),
-        Stmt::For(f) => vec![&f.body, &f.orelse],
-        Stmt::While(w) => vec![&w.body, &w.orelse],
-        Stmt::With(w) => vec![&w.body],
-        Stmt::Try(t) => {
-            let mut v: Vec<&[Stmt]> = vec![&t.body, &t.orelse, &t.finalbody];
-            for h in &t.handlers {
-                let ast::ExceptHandler::ExceptHandler(h) = h;
-                v.push(&h.body);
-            }
-            v
-        }
-        Stmt::Match(m) => m.cases.iter().map(|c| &c.body[..]).collect(),
-        _ => vec![],
     }
 }
 
