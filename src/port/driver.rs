@@ -103,7 +103,7 @@ pub fn run_to(
     super::program::forget();
     let found = files::discover_with(&opts.paths, opts.no_ignore, opts.exclude.as_ref());
     let bar = super::progress::Progress::start(found.files.len(), opts.quiet);
-    let reports: Vec<FileReport> = found
+    let mut reports: Vec<FileReport> = found
         .files
         .par_iter()
         .map(|p| {
@@ -119,7 +119,7 @@ pub fn run_to(
     let mut json_all: Vec<serde_json::Value> = vec![];
     let mut issues: Vec<FileIssue> = found.issues;
     let states: Vec<super::program::FileState> =
-        reports.iter().filter_map(|r| r.state.clone()).collect();
+        reports.iter_mut().filter_map(|r| r.state.take()).collect();
     for r in reports {
         totals.scanned += 1;
         totals.hidden_unsafe += r.hidden_unsafe;
@@ -222,7 +222,7 @@ fn process(path: &Path, rules: &RuleSet, index: &RuleIndex, opts: &Options) -> F
         json: vec![],
         hidden_unsafe: 0,
     };
-    let source = match files::read_source(path, opts.max_file_size) {
+    let mut source = match files::read_source(path, opts.max_file_size) {
         Ok(s) => s,
         Err(e) => {
             report.issues.push(e);
@@ -294,7 +294,7 @@ fn process(path: &Path, rules: &RuleSet, index: &RuleIndex, opts: &Options) -> F
     }
     report.state = Some(super::program::state_of(
         path,
-        &source.text,
+        std::mem::take(&mut source.text),
         &outcome,
         rules,
         required,

@@ -138,6 +138,20 @@ pub fn runs_as_program(stmt: &Stmt) -> bool {
     }
 }
 
+/// Could a file with this text hold a statement [`runs_as_program`] accepts? A text test the
+/// prefilter makes before parsing ([`crate::port::RuleIndex::active`]), so it must never say no
+/// to a program: `__name__` anywhere, or a line that opens with a call (a name, a parenthesis,
+/// a subscript or a string, then `(`, as `main()`, `fire.Fire(f)`, `print ("x")`, `"a".join(b)`
+/// do), or a call after a `;`. It says yes to much that is no program (calls in docstrings,
+/// `x()[0] = 1`): those files are parsed, as before.
+pub fn could_run_as_program(text: &str) -> bool {
+    static CALL_STATEMENT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r#"(?m)(?:^|;[ \t]*)(?:[A-Za-z_][^\s#=(]*[ \t]*\(|[(\["'][^\n]*\()"#)
+            .unwrap()
+    });
+    text.contains("__name__") || CALL_STATEMENT.is_match(text)
+}
+
 /// `torch.set_float32_matmul_precision`, `torch.__future__.X`, `torch.accelerator.X`.
 fn written_by_fixes(func: &Expr) -> bool {
     let mut parts = vec![];
@@ -488,6 +502,40 @@ mod tests {
         ] {
             let parsed = parse(stmt);
             assert_eq!(runs_as_program(&parsed.module.body[0]), program, "{stmt}");
+        }
+    }
+
+    /// The prefilter's text test never says no where the syntax tree finds a program.
+    #[test]
+    fn a_text_that_runs_as_a_program_is_never_filtered_out() {
+        for src in [
+            "main()\n",
+            "fire.Fire(train)\n",
+            "print (\"x\")\n",
+            "\"a\".join(b)\n",
+            "\"a b\".join(b)\n",
+            "'{}'.format(1)\n",
+            "(lambda: 0)()\n",
+            "handlers[0](x)\n",
+            "x = 1; main()\n",
+            "x = 1;main()\n",
+            "if __name__ == \"__main__\":\n    main()\n",
+            "import torch\ntorch.manual_seed(0)\n",
+            "def f():\n    pass\nf( )\n",
+        ] {
+            let parsed = parse(src);
+            assert!(
+                parsed.module.body.iter().any(runs_as_program),
+                "not a program: {src}"
+            );
+            assert!(could_run_as_program(src), "filtered out: {src}");
+        }
+        for src in [
+            "import torch\nx = torch.zeros(1)\n",
+            "class A:\n    def f(self):\n        return g(1)\n",
+            "logger = logging.getLogger(__file__)\n",
+        ] {
+            assert!(!could_run_as_program(src), "{src}");
         }
     }
 }

@@ -8,6 +8,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind};
 
+use super::facts;
 use super::rules::{Matcher, RuleSet};
 
 /// Lookup tables over a rule set, built once and shared by all files.
@@ -26,6 +27,10 @@ pub struct RuleIndex {
     /// Per rule: all of these groups must be present, each group = any of its needles.
     needle_ids: Vec<Vec<Vec<usize>>>,
     needle_count: usize,
+    /// Rules that report only in a file that runs as a program ([`Lint::programs_only`]): off
+    /// where the text cannot hold a module-level call ([`facts::could_run_as_program`]), so a
+    /// library module with nothing else to check is not parsed for them.
+    programs_only: Vec<usize>,
 }
 
 impl RuleIndex {
@@ -43,6 +48,7 @@ impl RuleIndex {
             needle_set: None,
             needle_ids: vec![],
             needle_count: 0,
+            programs_only: vec![],
         };
         let mut needles: Vec<String> = vec![];
         for (i, r) in set.rules.iter().enumerate() {
@@ -76,7 +82,12 @@ impl RuleIndex {
                     }
                 }
                 Matcher::String { .. } => ix.strings.push(i),
-                Matcher::Lint(_) => ix.lints.push(i),
+                Matcher::Lint(lint) => {
+                    ix.lints.push(i);
+                    if lint.programs_only() {
+                        ix.programs_only.push(i);
+                    }
+                }
             }
             let mut groups = vec![];
             for group in &r.needles {
@@ -118,9 +129,16 @@ impl RuleIndex {
                 present[m.pattern().as_usize()] = true;
             }
         }
-        self.needle_ids
+        let mut active: Vec<bool> = self
+            .needle_ids
             .iter()
             .map(|groups| groups.iter().all(|g| g.iter().any(|i| present[*i])))
-            .collect()
+            .collect();
+        if self.programs_only.iter().any(|i| active[*i]) && !facts::could_run_as_program(source) {
+            for i in &self.programs_only {
+                active[*i] = false;
+            }
+        }
+        active
     }
 }

@@ -166,7 +166,7 @@ fn members<'a>(
 /// one below it).
 pub fn state_of(
     path: &Path,
-    text: &str,
+    text: String,
     outcome: &super::Outcome,
     rules: &super::RuleSet,
     required: super::rules::FixClass,
@@ -184,7 +184,8 @@ pub fn state_of(
         .filter(|(r, _)| blocking(r))
         .map(|(_, n)| n)
         .sum();
-    let index = super::render::LineIndex::new(text);
+    // Lines are only counted where a finding is left (most files have none).
+    let index = std::cell::OnceCell::new();
     // Findings without a fix at this trust level, as many per rule as remain on the result (a
     // finding another fix rewrote away is absorbed, not left).
     let mut quota = outcome.remaining.clone();
@@ -205,7 +206,10 @@ pub fn state_of(
         })
         .map(|d| Left {
             rule: rules.rules[d.rule].id.clone(),
-            line: index.line_col(text, d.range.start()).0,
+            line: index
+                .get_or_init(|| super::render::LineIndex::new(&text))
+                .line_col(&text, d.range.start())
+                .0,
             message: d.message.clone(),
         })
         .collect::<Vec<_>>();
@@ -224,10 +228,10 @@ pub fn state_of(
     }
     FileState {
         path: path.to_path_buf(),
-        program: tree::is_entry(path, text),
+        program: tree::is_entry(path, &text),
         applied,
         left,
-        text: text.to_string(),
+        text,
     }
 }
 

@@ -145,28 +145,31 @@ pub(super) fn compile_rule(
     } else {
         unreachable!()
     };
-    // Every segment of a qualified name must be spelled somewhere in a file that uses it.
-    if let Matcher::Call(names) | Matcher::Reference { exact: names, .. } = &matcher {
-        if names.len() == 1 {
-            needles.extend(names[0].split('.').map(str::to_string));
-        } else if !names.is_empty() {
-            // Several names: only what they all share is required.
-            let mut common: Vec<String> = names[0].split('.').map(str::to_string).collect();
-            for n in &names[1..] {
-                let segs: HashSet<&str> = n.split('.').collect();
-                common.retain(|s| segs.contains(s.as_str()));
-            }
-            needles.extend(common);
+    // Every segment of a qualified name must be spelled somewhere in a file that uses it
+    // (`from torch import cuda as c; c.synchronize()` spells `cuda` and `synchronize`): one
+    // name needs all of its segments; several need what they all share, and one of their last
+    // segments (`torch.backends.cuda.*` or `torch.backends.cudnn.*`: `cuda|cudnn`, not
+    // `backends` alone, which Hugging Face's `requires_backends` spells in every model file).
+    let names: Vec<&str> = match &matcher {
+        Matcher::Call(names) => names.iter().map(String::as_str).collect(),
+        Matcher::Reference { exact, prefixes } => {
+            exact.iter().chain(prefixes).map(String::as_str).collect()
         }
-    }
-    if let Matcher::Reference { exact, prefixes } = &matcher
-        && exact.is_empty()
-        && !prefixes.is_empty()
-    {
-        let mut common: Vec<String> = prefixes[0].split('.').map(str::to_string).collect();
-        for n in &prefixes[1..] {
+        _ => vec![],
+    };
+    if let [name] = names.as_slice() {
+        needles.extend(name.split('.').map(str::to_string));
+    } else if let [first, rest @ ..] = names.as_slice() {
+        let mut common: Vec<String> = first.split('.').map(str::to_string).collect();
+        for n in rest {
             let segs: HashSet<&str> = n.split('.').collect();
             common.retain(|s| segs.contains(s.as_str()));
+        }
+        let mut lasts: Vec<&str> = names.iter().filter_map(|n| n.rsplit('.').next()).collect();
+        lasts.sort_unstable();
+        lasts.dedup();
+        if !lasts.iter().any(|l| common.iter().any(|c| c == l)) {
+            common.push(lasts.join("|"));
         }
         needles.extend(common);
     }

@@ -65,6 +65,12 @@ impl Lint {
         matches!(self, Lint::SharedWeightsMove | Lint::DdpDeviceIndex)
     }
 
+    /// Whether the lint reports only in a file that runs as a program
+    /// ([`crate::port::facts::runs_as_program`]), so that the prefilter may turn it off.
+    pub fn programs_only(self) -> bool {
+        matches!(self, Lint::SharedWeightsMove)
+    }
+
     /// Every lint: its name in rule files and what it finds.
     pub const ALL: [(&'static str, Lint, &'static str); 14] = [
         (
