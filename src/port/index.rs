@@ -3,6 +3,7 @@
 //! prefilter ([`RuleIndex::active`]) that tells which rules could fire on a text at all.
 
 use std::collections::HashSet;
+use std::path::Path;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -27,10 +28,11 @@ pub struct RuleIndex {
     /// Per rule: all of these groups must be present, each group = any of its needles.
     needle_ids: Vec<Vec<Vec<usize>>>,
     needle_count: usize,
-    /// Rules that report only in a file that runs as a program ([`Lint::programs_only`]): off
-    /// where the text cannot hold a module-level call ([`facts::could_run_as_program`]), so a
-    /// library module with nothing else to check is not parsed for them.
-    programs_only: Vec<usize>,
+    /// Lints that report only in a file that runs as a program, or where its text spells one
+    /// of some words ([`Lint::program_gate`]): off in any other file (a module-level call is
+    /// what makes a program: [`facts::could_run_as_program`]), so that a library module with
+    /// nothing else to check is not parsed for them.
+    gated: Vec<(usize, &'static [&'static str])>,
 }
 
 impl RuleIndex {
@@ -48,7 +50,7 @@ impl RuleIndex {
             needle_set: None,
             needle_ids: vec![],
             needle_count: 0,
-            programs_only: vec![],
+            gated: vec![],
         };
         let mut needles: Vec<String> = vec![];
         for (i, r) in set.rules.iter().enumerate() {
@@ -84,8 +86,8 @@ impl RuleIndex {
                 Matcher::String { .. } => ix.strings.push(i),
                 Matcher::Lint(lint) => {
                     ix.lints.push(i);
-                    if lint.programs_only() {
-                        ix.programs_only.push(i);
+                    if let Some(words) = lint.program_gate() {
+                        ix.gated.push((i, words));
                     }
                 }
             }
@@ -121,8 +123,9 @@ impl RuleIndex {
         ix
     }
 
-    /// Which rules could fire on this text (every needle of the rule occurs in it).
-    pub fn active(&self, source: &str) -> Vec<bool> {
+    /// Which rules could fire on this text, of the file at `path` (every needle of the rule
+    /// occurs in it, and a program's lint has a program or its words).
+    pub fn active(&self, source: &str, path: Option<&Path>) -> Vec<bool> {
         let mut present = vec![false; self.needle_count];
         if let Some(ac) = &self.needle_set {
             for m in ac.find_overlapping_iter(source) {
@@ -134,9 +137,13 @@ impl RuleIndex {
             .iter()
             .map(|groups| groups.iter().all(|g| g.iter().any(|i| present[*i])))
             .collect();
-        if self.programs_only.iter().any(|i| active[*i]) && !facts::could_run_as_program(source) {
-            for i in &self.programs_only {
-                active[*i] = false;
+        if self.gated.iter().any(|(i, _)| active[*i]) {
+            let program = facts::could_run_as_program(source)
+                || path.is_some_and(|p| p.file_name().is_some_and(|n| n == "__main__.py"));
+            if !program {
+                for (i, words) in &self.gated {
+                    active[*i] = active[*i] && words.iter().any(|w| source.contains(w));
+                }
             }
         }
         active

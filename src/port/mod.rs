@@ -207,7 +207,7 @@ pub fn migrate_chosen(
     settings: Settings,
     choices: Option<&choice::Choices>,
 ) -> (Outcome, std::collections::BTreeSet<usize>) {
-    let active = index.active(source);
+    let active = index.active(source, path);
     if !active.iter().any(|a| *a) && !source.contains("def _tpuport_") {
         let out = Outcome {
             skipped: true,
@@ -324,7 +324,7 @@ pub fn migrate_chosen(
             }
             let parsed = parse::parse(&new);
             let sem = Semantic::build(&parsed.module);
-            let active = index.active(&new);
+            let active = index.active(&new, path);
             let next = rewrite::run(&new, &parsed, &sem, rules, index, &active, &facts);
             let not_fixed = diags
                 .iter()
@@ -377,7 +377,7 @@ pub fn migrate_chosen(
         }
         let parsed = parse::parse(&text);
         let sem = Semantic::build(&parsed.module);
-        let active = index.active(&text);
+        let active = index.active(&text, path);
         let next = rewrite::run(&text, &parsed, &sem, rules, index, &active, &facts);
         if !next
             .iter()
@@ -436,7 +436,7 @@ pub fn migrate_chosen(
         diagnostics.clone()
     } else {
         let sem = Semantic::build(&final_parse.module);
-        let active = index.active(&text);
+        let active = index.active(&text, path);
         rewrite::run(&text, &final_parse, &sem, rules, index, &active, &facts)
     };
     if out.internal_error.is_none() {

@@ -65,10 +65,17 @@ impl Lint {
         matches!(self, Lint::SharedWeightsMove | Lint::DdpDeviceIndex)
     }
 
-    /// Whether the lint reports only in a file that runs as a program
-    /// ([`crate::port::facts::runs_as_program`]), so that the prefilter may turn it off.
-    pub fn programs_only(self) -> bool {
-        matches!(self, Lint::SharedWeightsMove)
+    /// Where the lint can report: only in a file that runs as a program
+    /// ([`crate::port::facts::runs_as_program`], an entry script), or also in one whose text
+    /// spells one of these words; None where anywhere. The prefilter turns it off elsewhere.
+    pub fn program_gate(self) -> Option<&'static [&'static str]> {
+        match self {
+            // The tie fix goes into programs only; PRC008 is said on entry scripts.
+            Lint::SharedWeightsMove | Lint::Fp32Training => Some(&[]),
+            // On entry scripts, and on library modules that build a network (`convs_of`).
+            Lint::ConvWithoutChannelsLast => Some(&["Conv", "torchvision", "timm"]),
+            _ => None,
+        }
     }
 
     /// Every lint: its name in rule files and what it finds.
