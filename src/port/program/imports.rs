@@ -109,8 +109,19 @@ fn resolve(path: &Path, level: usize, segments: &[&str]) -> Option<PathBuf> {
     }
     let root = dir.ancestors().take(12).find(|a| {
         tree::is_file(&a.join(first).join("__init__.py")) && !tree::is_file(&a.join("__init__.py"))
-    })?;
-    module_file(root, segments)
+    });
+    match root {
+        Some(root) => module_file(root, segments),
+        // A namespace package (a folder without `__init__.py`) above the file, reached the way
+        // `tools/train.py` reaches `lib/core/function.py` after `import _init_paths` puts the
+        // project's root on sys.path: only a dotted name whose file is there.
+        None if segments.len() > 1 => dir
+            .ancestors()
+            .take(12)
+            .filter(|a| !tree::is_file(&a.join(first).join("__init__.py")))
+            .find_map(|a| module_file(a, segments)),
+        None => None,
+    }
 }
 
 /// The file of module `segments` under `dir`: `a/b.py` or `a/b/__init__.py`.
@@ -296,6 +307,20 @@ mod tests {
         std::fs::create_dir_all(d.path().join("pkg/torch")).unwrap();
         std::fs::write(d.path().join("pkg/torch/__init__.py"), "").unwrap();
         assert!(project_imports(&script, "import torch\n").is_empty());
+        // A namespace package (no `__init__.py`) at the project's root, reached from a script
+        // in a folder beside it (`tools/train.py` after `import _init_paths`): a dotted name
+        // whose file is there; a bare name is not looked for above the script.
+        std::fs::create_dir_all(d.path().join("lib/core")).unwrap();
+        std::fs::create_dir_all(d.path().join("tools")).unwrap();
+        std::fs::write(d.path().join("lib/core/function.py"), "").unwrap();
+        let tool = d.path().join("tools/train.py");
+        assert_eq!(
+            files(project_imports(
+                &tool,
+                "import _init_paths\nfrom lib.core.function import train\nimport lib.core.missing\nimport other\n"
+            )),
+            vec![d.path().join("lib/core/function.py")]
+        );
         // Imports under `try:` or in a function are not the program's for sure: not followed.
         assert!(
             project_imports(

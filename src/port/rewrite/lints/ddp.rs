@@ -34,6 +34,21 @@ const DDP: [&str; 2] = [
 /// A name that says its value is a device (`device`, `dev`, `local_device`).
 static DEVICE_NAME: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)dev").unwrap());
 
+/// The one element of each one-element list or tuple `ids` can be: itself, or either branch of
+/// a conditional expression.
+fn single_elements(ids: &Expr) -> Vec<&Expr> {
+    match ids {
+        Expr::List(l) if l.elts.len() == 1 => vec![&l.elts[0]],
+        Expr::Tuple(t) if t.elts.len() == 1 => vec![&t.elts[0]],
+        Expr::If(e) => {
+            let mut out = single_elements(&e.body);
+            out.extend(single_elements(&e.orelse));
+            out
+        }
+        _ => vec![],
+    }
+}
+
 /// What to do with one `device_ids` element.
 enum Index {
     /// Right on every machine: 0, None, an index already taken modulo the device count, the
@@ -63,16 +78,13 @@ impl Checker<'_> {
                 .find_keyword("device_ids")
                 .map(|k| &k.value)
                 .or_else(|| call.arguments.args.get(1));
-            let elements = match ids {
-                Some(Expr::List(l)) => &l.elts[..],
-                Some(Expr::Tuple(t)) => &t.elts[..],
-                _ => return,
-            };
-            let [element] = elements else {
-                return;
-            };
-            if let Some(found) = self.device_index(element) {
-                out.push(found);
+            let Some(ids) = ids else { return };
+            // `[local_rank] if torch.cuda.is_available() else None`: each branch (CUD001 ports
+            // the test, so on a TPU the list is taken there too).
+            for element in single_elements(ids) {
+                if let Some(found) = self.device_index(element) {
+                    out.push(found);
+                }
             }
         });
         out
