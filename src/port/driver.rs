@@ -103,15 +103,25 @@ pub fn run_to(
     super::program::forget();
     let found = files::discover_with(&opts.paths, opts.no_ignore, opts.exclude.as_ref());
     let bar = super::progress::Progress::start(found.files.len(), opts.quiet);
-    let mut reports: Vec<FileReport> = found
+    // Largest files first, so that no big file starts last and keeps one core busy alone at
+    // the end; the reports are put back in the files' order.
+    let mut order: Vec<(u64, usize)> = found
         .files
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (std::fs::metadata(p).map_or(0, |m| m.len()), i))
+        .collect();
+    order.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut indexed: Vec<(usize, FileReport)> = order
         .par_iter()
-        .map(|p| {
-            let r = process(p, rules, &index, opts);
+        .map(|&(_, i)| {
+            let r = process(&found.files[i], rules, &index, opts);
             bar.inc();
-            r
+            (i, r)
         })
         .collect();
+    indexed.sort_unstable_by_key(|(i, _)| *i);
+    let mut reports: Vec<FileReport> = indexed.into_iter().map(|(_, r)| r).collect();
     // Gone before anything is printed (see `progress`).
     bar.clear();
 
