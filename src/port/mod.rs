@@ -256,7 +256,9 @@ pub fn migrate_chosen(
         program: facts.program,
         ..Outcome::default()
     };
-    let used_before = imports::used_imports(&sem, &parsed.module);
+    // The imports the original uses, asked only where fixes changed the text (most files).
+    let original = (&sem, &parsed.module);
+    let used_before = std::cell::OnceCell::new();
     let original_errors = parsed.errors.len();
 
     let mut text = source.to_string();
@@ -358,7 +360,8 @@ pub fn migrate_chosen(
             };
         }
         if text != source {
-            text = imports::remove_unused(&text, &used_before);
+            let used = used_before.get_or_init(|| imports::used_imports(original.0, original.1));
+            text = imports::remove_unused(&text, used);
         }
         if converged
             && text.contains("torch_xla")
