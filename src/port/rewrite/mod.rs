@@ -72,6 +72,9 @@ pub struct Checker<'a> {
     import_names: rustc_hash::FxHashSet<&'a str>,
     /// The module's CUDA-only functions, found once when a guard first asks (`guard.rs`).
     cuda_defs: OnceCell<HashMap<String, String>>,
+    /// [`Self::cuda_defs`] and the names the module's own top level assigns from CUDA-only code
+    /// (`safety::guard`: the same for every guard of the file).
+    module_kernels: OnceCell<HashMap<String, String>>,
     /// The attribute names of attribute rules that the program defines itself (`own.rs`).
     own_attributes: OnceCell<HashMap<String, safety::own::OwnAttribute>>,
     /// Which machine the fixes write for (`--to`).
@@ -105,6 +108,7 @@ pub fn run(
         fallbacks: vec![],
         import_names: sem.import_names(),
         cuda_defs: OnceCell::new(),
+        module_kernels: OnceCell::new(),
         own_attributes: OnceCell::new(),
         target: facts.to,
         extensions: vec![],

@@ -32,6 +32,26 @@ struct Scan<'s> {
     found: Option<String>,
 }
 
+impl Scan<'_> {
+    /// Adds the names the statements of `body` assign from CUDA-only code (in order: a later
+    /// assignment may build on an earlier one).
+    fn assigned_kernels(&mut self, body: &[Stmt]) {
+        for stmt in body {
+            let Stmt::Assign(a) = stmt else { continue };
+            self.found = None;
+            self.visit_expr(&a.value);
+            if let Some(what) = self.found.take() {
+                for t in &a.targets {
+                    if let Expr::Name(n) = t {
+                        let desc = format!("`{}`, built by {what}", n.id);
+                        self.kernels.insert(n.id.to_string(), desc);
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl<'a> SourceOrderVisitor<'a> for Scan<'_> {
     fn enter_node(&mut self, node: AnyNodeRef<'a>) -> TraversalSignal {
         if self.found.is_some() {
@@ -295,31 +315,32 @@ impl<'a> Checker<'a> {
     /// A scan that knows the file's Triton kernels and the names the module, and the function
     /// around the guard, assign from CUDA-only code.
     fn scanner(&self, stack: &[AnyNodeRef<'a>]) -> Scan<'_> {
-        let module = &self.parsed.module.body;
+        // The module's part is the same for every guard of the file: made once.
+        let kernels = self
+            .module_kernels
+            .get_or_init(|| {
+                let mut scan = Scan {
+                    sem: self.sem,
+                    kernels: self.cuda_defs().clone(),
+                    found: None,
+                };
+                scan.assigned_kernels(&self.parsed.module.body);
+                scan.kernels
+            })
+            .clone();
         let mut scan = Scan {
             sem: self.sem,
-            kernels: self.cuda_defs().clone(),
+            kernels,
             found: None,
         };
         let func = stack.iter().rev().find_map(|n| match n {
             AnyNodeRef::StmtFunctionDef(f) => Some(&f.body[..]),
             _ => None,
         });
-        for body in std::iter::once(&module[..]).chain(func) {
-            for stmt in body {
-                let Stmt::Assign(a) = stmt else { continue };
-                scan.found = None;
-                scan.visit_expr(&a.value);
-                if let Some(what) = scan.found.take() {
-                    for t in &a.targets {
-                        if let Expr::Name(n) = t {
-                            let desc = format!("`{}`, built by {what}", n.id);
-                            scan.kernels.insert(n.id.to_string(), desc);
-                        }
-                    }
-                }
-            }
+        if let Some(body) = func {
+            scan.assigned_kernels(body);
         }
+        scan.found = None;
         scan
     }
 
