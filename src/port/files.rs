@@ -213,7 +213,7 @@ pub fn read_source(path: &Path, max_bytes: u64) -> Result<Source, FileIssue> {
 /// The text of a file's bytes, refusing what is not UTF-8 Python text (a NUL byte, invalid
 /// UTF-8) with the place and what to do; a leading BOM is taken off and remembered.
 pub fn decode_source(path: &Path, bytes: Vec<u8>) -> Result<Source, FileIssue> {
-    if let Some(pos) = bytes.iter().position(|b| *b == 0) {
+    if let Some(pos) = memchr::memchr(0, &bytes) {
         let (l, c) = line_col_bytes(&bytes, pos);
         return Err(FileIssue {
             path: path.to_path_buf(),
