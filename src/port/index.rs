@@ -29,9 +29,9 @@ pub struct RuleIndex {
     needle_ids: Vec<Vec<Vec<usize>>>,
     needle_count: usize,
     /// Lints that report only in a file that runs as a program, or where its text spells one
-    /// of some words ([`Lint::program_gate`]): off in any other file (a module-level call is
-    /// what makes a program: [`facts::could_run_as_program`]), so that a library module with
-    /// nothing else to check is not parsed for them.
+    /// of some words ([`crate::port::rules::Lint::program_gate`]): off in any other file (a
+    /// module-level call is what makes a program: [`facts::could_run_as_program`]), so that a
+    /// library module with nothing else to check is not parsed for them.
     gated: Vec<(usize, &'static [&'static str])>,
 }
 
