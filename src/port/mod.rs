@@ -57,6 +57,8 @@ pub mod semantic;
 pub mod tally;
 pub mod template;
 pub mod testrules;
+#[cfg(test)]
+pub(crate) mod with_one_rule;
 
 use std::collections::BTreeMap;
 

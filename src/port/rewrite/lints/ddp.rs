@@ -154,14 +154,9 @@ impl Checker<'_> {
 
 #[cfg(test)]
 mod tests {
-    use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
-
     /// The file after a default migration with DST101 alone, and the findings' messages.
     fn port(src: &str) -> (Option<String>, Vec<String>) {
-        let mut rules = RuleSet::builtin();
-        rules.filter(&["DST101".to_string()], &[]).unwrap();
-        let index = RuleIndex::new(&rules);
-        let out = migrate_source(src, &rules, &index, Settings::default());
+        let out = crate::port::with_one_rule::migrate("DST101", src, None);
         (
             out.output,
             out.diagnostics.iter().map(|d| d.message.clone()).collect(),

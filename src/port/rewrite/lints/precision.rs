@@ -166,21 +166,9 @@ impl loops::Training<'_> {
 mod tests {
     use std::path::Path;
 
-    use crate::port::{RuleIndex, RuleSet, Settings, migrate_source_at};
-
     /// The PRC008 findings of `src` (at `path`, if given): line and message.
     fn prc008(src: &str, path: Option<&Path>) -> Vec<String> {
-        let mut rules = RuleSet::builtin();
-        rules.filter(&["PRC008".to_string()], &[]).unwrap();
-        let index = RuleIndex::new(&rules);
-        let out = migrate_source_at(src, path, &rules, &index, Settings::default());
-        out.diagnostics
-            .iter()
-            .map(|d| {
-                let line = src[..usize::from(d.range.start())].matches('\n').count() + 1;
-                format!("{line}: {}", d.message)
-            })
-            .collect()
+        crate::port::with_one_rule::findings("PRC008", src, path)
     }
 
     const TRAIN: &str = "import torch\n\n\ndef main():\n    model = torch.nn.Linear(4, 4).cuda()\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    for x in range(3):\n        loss = model(torch.randn(2, 4).cuda()).sum()\n        loss.backward()\n        opt.step()\n\n\nif __name__ == \"__main__\":\n    main()\n";

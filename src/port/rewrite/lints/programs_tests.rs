@@ -3,22 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::port::{RuleIndex, RuleSet, Settings, migrate_source_at};
-
 /// The PERF001 findings of the file at `path` (read from disk): line and message.
 fn perf001(path: &Path) -> Vec<String> {
-    let mut rules = RuleSet::builtin();
-    rules.filter(&["PERF001".to_string()], &[]).unwrap();
-    let index = RuleIndex::new(&rules);
     let src = std::fs::read_to_string(path).unwrap();
-    let out = migrate_source_at(&src, Some(path), &rules, &index, Settings::default());
-    out.diagnostics
-        .iter()
-        .map(|d| {
-            let line = src[..usize::from(d.range.start())].matches('\n').count() + 1;
-            format!("{line}: {}", d.message)
-        })
-        .collect()
+    crate::port::with_one_rule::findings("PERF001", &src, Some(path))
 }
 
 fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {

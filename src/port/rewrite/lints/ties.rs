@@ -147,14 +147,10 @@ fn project_file_that(
 
 #[cfg(test)]
 mod tests {
-    use crate::port::{RuleIndex, RuleSet, Settings, migrate_source_at};
 
     /// The file after a default migration with DEV018 alone, if it changed.
     fn port(src: &str, path: Option<&std::path::Path>) -> Option<String> {
-        let mut rules = RuleSet::builtin();
-        rules.filter(&["DEV018".to_string()], &[]).unwrap();
-        let index = RuleIndex::new(&rules);
-        migrate_source_at(src, path, &rules, &index, Settings::default()).output
+        crate::port::with_one_rule::migrate("DEV018", src, path).output
     }
 
     const MAIN: &str = "import torch\nfrom model import GPT\n\nif __name__ == \"__main__\":\n    model = GPT().to(\"cuda\")\n";

@@ -290,14 +290,10 @@ fn innermost_def(body: &[Stmt], site: TextSize) -> Option<(&ast::StmtFunctionDef
 #[cfg(test)]
 mod tests {
     use crate::port::rules::FixClass;
-    use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
 
     /// XM026's fix class and note on the first rendezvous of `src`.
     fn barrier(src: &str) -> (FixClass, Option<String>) {
-        let mut rules = RuleSet::builtin();
-        rules.filter(&["XM026".to_string()], &[]).unwrap();
-        let index = RuleIndex::new(&rules);
-        let out = migrate_source(src, &rules, &index, Settings::default());
+        let out = crate::port::with_one_rule::migrate("XM026", src, None);
         let d = &out.diagnostics[0];
         (d.fix.as_ref().unwrap().applicability, d.note.clone())
     }
