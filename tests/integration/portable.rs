@@ -148,6 +148,13 @@ impl Ported {
         }
     }
 
+    /// The port holds each of these texts.
+    fn assert_has(&self, parts: &[&str]) {
+        for part in parts {
+            assert!(self.text.contains(part), "no `{part}` in\n{}", self.text);
+        }
+    }
+
     /// A second migration changes nothing.
     fn assert_stable(&self) {
         use tpuport::port::{RuleIndex, Settings, migrate_source};
@@ -191,15 +198,13 @@ fn classes_of_wrong_safe_fixes_are_portable() {
             "a TorchTPU literal: {line}"
         );
     }
-    for kept in [
+    p.assert_has(&[
         "use_amp = device.type in (\"cuda\",)",
         "    if torch.cuda.is_available():\n        device = torch.accelerator.current_accelerator().type\n    elif torch.backends.mps.is_available():\n        device = \"mps\"\n    elif torch.accelerator.is_available():",
         "pin = device.type in (\"cuda\", \"tpu\")",
         "def load(path, device=torch.accelerator.current_accelerator()):",
         "if use_cuda:\n    net.to(torch.accelerator.current_accelerator())",
-    ] {
-        assert!(text.contains(kept), "no `{kept}` in\n{text}");
-    }
+    ]);
     p.assert_stable();
     insta::assert_snapshot!(p.snapshot());
 }
@@ -213,13 +218,11 @@ fn classes_of_wrong_safe_fixes_are_portable() {
 fn library_device_choices_with_other_work_are_ported() {
     let p = Ported::of("library.py");
     let text = &p.text;
-    for ported in [
+    p.assert_has(&[
         "    if torch.accelerator.is_available():\n        setattr(args, \"batch_size\", args.batch_size * torch.accelerator.device_count())\n        torch.cuda.manual_seed_all(args.seed)\n        device = torch.accelerator.current_accelerator()",
         "    if torch.accelerator.is_available():\n        device = torch.accelerator.current_accelerator()\n    else:\n        device = torch.device(\"cpu\")\n    return nn.Linear",
         "    if torch.cuda.is_available():\n        torch.backends.cudnn.benchmark = True\n        device = \"cuda\"",
-    ] {
-        assert!(text.contains(ported), "no `{ported}` in\n{text}");
-    }
+    ]);
     assert!(!text.contains("\"tpu"), "{text}");
     p.assert_stable();
     insta::assert_snapshot!(p.snapshot());
@@ -233,7 +236,7 @@ fn library_device_choices_with_other_work_are_ported() {
 fn half_ported_program_classes_are_ported_whole() {
     let p = Ported::of("halves.py");
     let text = &p.text;
-    for ported in [
+    p.assert_has(&[
         "backend = dist.get_default_backend_for_device(torch.accelerator.current_accelerator()) # 'nccl', 'gloo', etc.",
         "other_backend = 'nccl' # must stay",
         "torch.accelerator.set_device_index(local_rank % torch.accelerator.device_count())",
@@ -241,9 +244,7 @@ fn half_ported_program_classes_are_ported_whole() {
         "use_cuda = not args.no_cuda and torch.accelerator.is_available()",
         "has_cuda = torch.cuda.is_available()",
         "    elif torch.accelerator.is_available():\n        return torch.accelerator.current_accelerator()\n    else:",
-    ] {
-        assert!(text.contains(ported), "no `{ported}` in\n{text}");
-    }
+    ]);
     assert!(!text.contains("\"tpu"), "{text}");
     p.assert_stable();
     insta::assert_snapshot!(p.snapshot());
@@ -258,8 +259,7 @@ fn half_ported_program_classes_are_ported_whole() {
 #[test]
 fn tests_selecting_kernels_skipped_tests_and_lightning_keep_cuda() {
     let p = Ported::of("kernels_tests_lightning.py");
-    let text = &p.text;
-    for kept in [
+    p.assert_has(&[
         "return x.is_cuda and x.ndim == 4",
         "if x.device.type == \"cuda\":\n        return _rope_op(x)",
         "@unittest.skipUnless(torch.cuda.is_available(), \"CUDA required\")",
@@ -267,15 +267,11 @@ fn tests_selecting_kernels_skipped_tests_and_lightning_keep_cuda() {
         "gpus = torch.cuda.device_count()",
         "finder = \"gpu\" if torch.cuda.is_available() else \"cpu\"",
         "finder_devices = 1 if torch.cuda.is_available() else \"auto\"",
-    ] {
-        assert!(text.contains(kept), "no `{kept}` in\n{text}");
-    }
-    for ported in [
+    ]);
+    p.assert_has(&[
         "x.pin_memory() if x.device.type in (\"cuda\", \"tpu\") else x",
         "@unittest.skipUnless(torch.accelerator.is_available(), \"needs a GPU\")",
         "pin_memory = torch.accelerator.is_available()",
-    ] {
-        assert!(text.contains(ported), "no `{ported}` in\n{text}");
-    }
+    ]);
     insta::assert_snapshot!(p.snapshot());
 }
