@@ -56,9 +56,9 @@ pub mod sarif;
 pub mod semantic;
 pub mod tally;
 pub mod template;
-pub mod testrules;
 #[cfg(test)]
-pub(crate) mod with_one_rule;
+pub(crate) mod test_support;
+pub mod testrules;
 
 use std::collections::BTreeMap;
 

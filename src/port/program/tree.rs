@@ -217,13 +217,7 @@ pub fn shown(path: &Path, base: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
-        let p = dir.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, text).unwrap();
-        p
-    }
+    use crate::port::test_support::write;
 
     #[test]
     fn entry_scripts_run_as_programs_and_tests_do_not() {

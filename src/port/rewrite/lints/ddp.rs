@@ -156,7 +156,7 @@ impl Checker<'_> {
 mod tests {
     /// The file after a default migration with DST101 alone, and the findings' messages.
     fn port(src: &str) -> (Option<String>, Vec<String>) {
-        let out = crate::port::with_one_rule::migrate("DST101", src, None);
+        let out = crate::port::test_support::migrate("DST101", src, None);
         (
             out.output,
             out.diagnostics.iter().map(|d| d.message.clone()).collect(),

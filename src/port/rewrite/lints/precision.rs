@@ -168,7 +168,7 @@ mod tests {
 
     /// The PRC008 findings of `src` (at `path`, if given): line and message.
     fn prc008(src: &str, path: Option<&Path>) -> Vec<String> {
-        crate::port::with_one_rule::findings("PRC008", src, path)
+        crate::port::test_support::findings("PRC008", src, path)
     }
 
     const TRAIN: &str = "import torch\n\n\ndef main():\n    model = torch.nn.Linear(4, 4).cuda()\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    for x in range(3):\n        loss = model(torch.randn(2, 4).cuda()).sum()\n        loss.backward()\n        opt.step()\n\n\nif __name__ == \"__main__\":\n    main()\n";

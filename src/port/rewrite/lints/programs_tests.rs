@@ -1,19 +1,14 @@
 //! PERF001 once per program: an entry script reports for the modules it imports, a library's
 //! modules once per package.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::port::test_support::write;
 
 /// The PERF001 findings of the file at `path` (read from disk): line and message.
 fn perf001(path: &Path) -> Vec<String> {
     let src = std::fs::read_to_string(path).unwrap();
-    crate::port::with_one_rule::findings("PERF001", &src, Some(path))
-}
-
-fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
-    let p = dir.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(&p, text).unwrap();
-    p
+    crate::port::test_support::findings("PERF001", &src, Some(path))
 }
 
 const CNN: &str = "import torch.nn as nn\n\n\nclass NAME(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.a = nn.Conv2d(3, 8, 3)\n        self.b = nn.Conv2d(8, 8, 3)\n";

@@ -150,7 +150,7 @@ mod tests {
 
     /// The file after a default migration with DEV018 alone, if it changed.
     fn port(src: &str, path: Option<&std::path::Path>) -> Option<String> {
-        crate::port::with_one_rule::migrate("DEV018", src, path).output
+        crate::port::test_support::migrate("DEV018", src, path).output
     }
 
     const MAIN: &str = "import torch\nfrom model import GPT\n\nif __name__ == \"__main__\":\n    model = GPT().to(\"cuda\")\n";

@@ -293,7 +293,7 @@ mod tests {
 
     /// XM026's fix class and note on the first rendezvous of `src`.
     fn barrier(src: &str) -> (FixClass, Option<String>) {
-        let out = crate::port::with_one_rule::migrate("XM026", src, None);
+        let out = crate::port::test_support::migrate("XM026", src, None);
         let d = &out.diagnostics[0];
         (d.fix.as_ref().unwrap().applicability, d.note.clone())
     }

@@ -1,9 +1,17 @@
-//! For unit tests: a default migration with one rule alone, and its findings as
-//! `line: message`.
+//! What the unit tests share: a file written into a temporary tree, and a default migration
+//! with one rule alone (with its findings as `line: message`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{Outcome, RuleIndex, RuleSet, Settings, migrate_source_at};
+
+/// Writes `text` to `dir/rel` (folders made as needed) and returns the path.
+pub fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, text).unwrap();
+    p
+}
 
 /// A default migration of `src` (the file at `path`, if given) with the rule `id` alone.
 pub fn migrate(id: &str, src: &str, path: Option<&Path>) -> Outcome {
