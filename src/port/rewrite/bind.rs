@@ -164,13 +164,9 @@ impl<'a> Checker<'a> {
             return None;
         }
         let (range, _) = b.sources.get("f")?;
-        let f = call
-            .arguments
-            .args
-            .iter()
-            .chain(call.arguments.keywords.iter().map(|k| &k.value))
-            .find(|e| range.contains_range(e.range()))?;
-        let Expr::Name(n) = f else { return None };
+        let Expr::Name(n) = argument_at(call, *range)? else {
+            return None;
+        };
         let values::Origin::Def(def) = values::origin(self.sem, &self.parsed.module, n) else {
             return None;
         };
@@ -242,13 +238,9 @@ impl<'a> Checker<'a> {
         source: Option<&(TextRange, Option<TextRange>)>,
     ) -> Option<&'a Expr> {
         let (range, _) = source?;
-        let arg = call
-            .arguments
-            .args
-            .iter()
-            .chain(call.arguments.keywords.iter().map(|k| &k.value))
-            .find(|e| range.contains_range(e.range()))?;
-        let Expr::Name(n) = arg else { return None };
+        let Expr::Name(n) = argument_at(call, *range)? else {
+            return None;
+        };
         self.device_index_of(n)
     }
 
@@ -301,4 +293,14 @@ fn unsafe_kind_note(v: &Variant, param: &str, text: &str, kind: ArgKind) -> Stri
         Some(s) => format!("{what}: {s}"),
         None => format!("{what}: the rewrite is proven only for the other kinds of argument"),
     }
+}
+
+/// The argument of `call` (positional or a keyword's value) written inside `range`: the text a
+/// bound parameter came from.
+fn argument_at(call: &ExprCall, range: TextRange) -> Option<&Expr> {
+    call.arguments
+        .args
+        .iter()
+        .chain(call.arguments.keywords.iter().map(|k| &k.value))
+        .find(|e| range.contains_range(e.range()))
 }
