@@ -20,8 +20,8 @@ pub mod schema;
 pub use compile::placeholders;
 pub use load::{BUILTIN, RuleError};
 pub use model::{
-    Action, Helper, Lint, Matcher, Note, Portable, PositionPattern, REPLACES_CUDA, Rule, RuleFile,
-    RuleSet, Variant,
+    Action, Helper, Lint, Matcher, NETWORK_WORDS, Note, Portable, PositionPattern, REPLACES_CUDA,
+    Rule, RuleFile, RuleSet, Variant,
 };
 pub use schema::{
     ArgKind, ConvertDef, Example, FixClass, NoteWhere, PortableKind, RemoveKind, StringForm,

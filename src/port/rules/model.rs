@@ -59,6 +59,11 @@ pub enum Lint {
     ProgramBlocked,
 }
 
+/// Words a module that builds a convolutional network spells (`nn.Conv2d`, `torchvision`'s or
+/// `timm`'s models): PERF001's text scan of a module (`lints::conv_text`) looks no further in
+/// a file without one, and the prefilter turns PERF001 off there outside programs.
+pub const NETWORK_WORDS: &[&str] = &["Conv", "torchvision", "timm"];
+
 impl Lint {
     /// Whether the lint brings its own fix (the rest report only: their rules are manual).
     pub fn fixes(self) -> bool {
@@ -72,8 +77,8 @@ impl Lint {
         match self {
             // The tie fix goes into programs only; PRC008 is said on entry scripts.
             Lint::SharedWeightsMove | Lint::Fp32Training => Some(&[]),
-            // On entry scripts, and on library modules that build a network (`convs_of`).
-            Lint::ConvWithoutChannelsLast => Some(&["Conv", "torchvision", "timm"]),
+            // On entry scripts, and on library modules that build a network.
+            Lint::ConvWithoutChannelsLast => Some(NETWORK_WORDS),
             _ => None,
         }
     }

@@ -12,6 +12,7 @@ use std::sync::{Arc, LazyLock};
 use regex::Regex;
 
 use crate::port::program::tree;
+use crate::port::rules::NETWORK_WORDS;
 
 /// A 2-D/3-D convolution constructed (`nn.Conv2d(`, `ConvTranspose3d(`).
 static CONV_CALL: LazyLock<Regex> =
@@ -71,7 +72,7 @@ pub(super) fn convs_of(text: &str) -> Convs {
     if text.contains("channels_last") {
         return Convs::ChannelsLast;
     }
-    if !text.contains("Conv") && !text.contains("torchvision") && !text.contains("timm") {
+    if !NETWORK_WORDS.iter().any(|w| text.contains(w)) {
         return Convs::None;
     }
     // The same test on the text as written first: blanking strings and comments only takes
