@@ -57,7 +57,7 @@ pub fn explain(rules: &RuleSet, id: Option<&str>, all: bool) -> Result<String> {
 }
 
 /// What the portable forms change on machines that are neither CUDA nor a TPU.
-const OTHER_MACHINES: &str = "On an MPS or XPU machine the current accelerator is that one: code that failed there for want of CUDA now runs on it, and a device chosen by availability takes it where the original took the CPU; on a CPU-only torch build (no accelerator) `current_accelerator()` is None, so `.type` raises where \"cuda\" failed at its first use";
+const OTHER_MACHINES: &str = "On an MPS or XPU machine the current accelerator is that one: code that failed there for want of CUDA now runs on it, and a device chosen by availability takes it where the original took the CPU; on a CPU-only torch build (no accelerator) `current_accelerator()` is None and the string forms fall back to \"cuda\" (`getattr(current_accelerator(), \"type\", \"cuda\")`), as the original had it";
 
 /// The fix class in both modes, and what the portable mode does.
 fn fix_line(r: &Rule) -> String {
@@ -72,7 +72,7 @@ fn fix_line(r: &Rule) -> String {
             "{portable} with --to portable, the default ({REPLACES_CUDA}); {literal} with --to tpu"
         ),
         Portable::Device => format!(
-            "{portable} with --to portable, the default: the current accelerator's device (`torch.accelerator.current_accelerator()`, its `.type` where a string is needed, a comparison extended to the TPU); {literal} with --to tpu: the TorchTPU name. {OTHER_MACHINES}"
+            "{portable} with --to portable, the default: the current accelerator's device (`torch.accelerator.current_accelerator()`, its `.type` where a string is needed, `\"cuda\"` where torch has no accelerator, a comparison extended to the TPU); {literal} with --to tpu: the TorchTPU name. {OTHER_MACHINES}"
         ),
         Portable::Backend => format!(
             "{portable} with --to portable, the default: the current accelerator's default backend (`torch.distributed.get_default_backend_for_device(...)`: nccl on CUDA, tpu_dist under TorchTPU; a comparison extended to \"tpu_dist\"); {literal} with --to tpu: \"tpu_dist\". On an MPS machine the backend is gloo, on XPU xccl"

@@ -191,7 +191,7 @@ fn gpt_example_report_matches_its_events_and_leaves_the_files_alone() {
     let diff = fs::read_to_string(out.join("port.diff")).unwrap();
     assert!(
         diff.contains("+    dist.init_process_group(backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator()))")
-            && diff.contains("+scaler = torch.amp.GradScaler(torch.accelerator.current_accelerator().type, enabled=(args.dtype == \"float16\") and torch.accelerator.current_accelerator().type != \"tpu\")"),
+            && diff.contains("+scaler = torch.amp.GradScaler(getattr(torch.accelerator.current_accelerator(), \"type\", \"cuda\"), enabled=(args.dtype == \"float16\") and getattr(torch.accelerator.current_accelerator(), \"type\", \"cuda\") != \"tpu\")"),
         "{diff}"
     );
     // The report's numbers are the events' numbers.

@@ -97,7 +97,9 @@ fn only_code_cell_sources_change_and_a_second_run_changes_nothing() {
         assert_eq!(old[i], new[i], "cell {}", i + 1);
     }
     assert!(
-        new[4].starts_with("device = torch.accelerator.current_accelerator().type\n"),
+        new[4].starts_with(
+            "device = getattr(torch.accelerator.current_accelerator(), \"type\", \"cuda\")\n"
+        ),
         "{}",
         new[4]
     );

@@ -62,8 +62,8 @@ fn portable_ports_run_as_the_original_on_its_machine_and_train_on_torch_tpu() {
             &[
                 "torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else \"cpu\"",
                 ".to(torch.accelerator.current_accelerator())",
-                "torch.amp.GradScaler(torch.accelerator.current_accelerator().type, enabled=torch.accelerator.current_accelerator().type != \"tpu\")",
-                "dtype=torch.bfloat16 if torch.accelerator.current_accelerator().type == \"tpu\" else torch.float16",
+                "torch.amp.GradScaler(getattr(torch.accelerator.current_accelerator(), \"type\", \"cuda\"), enabled=getattr(torch.accelerator.current_accelerator(), \"type\", \"cuda\") != \"tpu\")",
+                "dtype=torch.bfloat16 if getattr(torch.accelerator.current_accelerator(), \"type\", \"cuda\") == \"tpu\" else torch.float16",
                 "if device.type in (\"cuda\", \"tpu\"):",
                 "torch.Event(enable_timing=True)",
             ][..],
@@ -73,7 +73,7 @@ fn portable_ports_run_as_the_original_on_its_machine_and_train_on_torch_tpu() {
             &[
                 "backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator())",
                 "torch.accelerator.set_device_index(local_rank % torch.accelerator.device_count())",
-                "f\"{torch.accelerator.current_accelerator().type}:{local_rank}\"",
+                "f\"{getattr(torch.accelerator.current_accelerator(), 'type', 'cuda')}:{local_rank}\"",
                 "dist.get_backend() in (\"nccl\", \"tpu_dist\")",
             ][..],
         ),
@@ -118,6 +118,69 @@ fn portable_ports_run_as_the_original_on_its_machine_and_train_on_torch_tpu() {
             );
         }
     }
+}
+
+/// A CPU-only torch build has no accelerator (`current_accelerator()` is None): a program with a
+/// CPU fallback was written for it too, and its port must run there as the original did. The
+/// build is emulated in the venv's torch by a `sitecustomize` that takes the accelerator away;
+/// original and port print the same losses and settings. (The forms evaluated without an
+/// availability test fall back to CUDA's name: `getattr(acc, "type", "cuda")`, `acc or "cuda"`.)
+#[test]
+fn portable_ports_run_as_the_original_on_a_cpu_only_torch_build() {
+    let venv = venv();
+    let script = "train_cpu_fallback.py";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("sitecustomize.py"),
+        "import torch\n\
+         torch.accelerator.current_accelerator = lambda check_available=False: None\n\
+         torch.accelerator.is_available = lambda: False\n\
+         torch.accelerator.device_count = lambda: 0\n\
+         torch.cuda.is_available = lambda: False\n",
+    )
+    .unwrap();
+    let src = repo().join("tests/scripts/portable").join(script);
+    let (orig, port) = (dir.path().join("orig.py"), dir.path().join("port.py"));
+    std::fs::copy(&src, &orig).unwrap();
+    std::fs::copy(&src, &port).unwrap();
+    let out = common::tpuport(&venv, 60)
+        .args(["migrate", "--isolated", "--write", "-q"])
+        .arg(&port)
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_some_and(|c| c <= 1), "{out:?}");
+    let ported = std::fs::read_to_string(&port).unwrap();
+    assert!(
+        ported.contains("getattr(torch.accelerator.current_accelerator(), \"type\", \"cuda\")")
+            && ported.contains("current_accelerator() or \"cuda\")"),
+        "{ported}"
+    );
+    let python = venv.join("bin/python");
+    let run = |file: &Path| {
+        let out = std::process::Command::new(&python)
+            .arg(file)
+            .env("PYTHONPATH", dir.path())
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let want = run(&orig);
+    assert!(
+        want.contains("step 3 loss") && want.contains("backend nccl amp device cuda"),
+        "{want}"
+    );
+    assert_eq!(
+        want,
+        run(&port),
+        "the port runs otherwise on a CPU-only build:\n{ported}"
+    );
 }
 
 /// A file of tests/data/portable/ and its default migration (`--to portable`).
@@ -237,7 +300,7 @@ fn half_ported_program_classes_are_ported_whole() {
     let p = Ported::of("halves.py");
     let text = &p.text;
     p.assert_has(&[
-        "backend = dist.get_default_backend_for_device(torch.accelerator.current_accelerator()) # 'nccl', 'gloo', etc.",
+        "backend = dist.get_default_backend_for_device(torch.accelerator.current_accelerator() or 'cuda') # 'nccl', 'gloo', etc.",
         "other_backend = 'nccl' # must stay",
         "torch.accelerator.set_device_index(local_rank % torch.accelerator.device_count())",
         "    rank = rank + 1\n    torch.cuda.set_device(device)",

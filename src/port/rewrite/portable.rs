@@ -135,12 +135,109 @@ impl<'a> Checker<'a> {
                             None,
                         ));
                     }
-                    _ => return self.text_form(rule, site, backend),
+                    _ => return self.string_form(rule, site, backend, &at),
                 }
             }
-            Place::Text => return self.text_form(rule, site, backend),
+            Place::Text => return self.string_form(rule, site, backend, &at),
         };
         Form::Fix(self.make_fix(rule, edits, vec![], None))
+    }
+
+    /// The string form ([`Self::text_form`]) of a string whose ancestors are `at`. Inside another
+    /// f-string the fallback's inner quotes would need Python 3.12: kept for a hand port.
+    fn string_form(
+        &self,
+        rule: &Rule,
+        site: &StringSite,
+        backend: bool,
+        at: &[AnyNodeRef<'a>],
+    ) -> Form {
+        let available = self.available_only(at, site, backend);
+        let nested = at
+            .iter()
+            .any(|n| matches!(n, AnyNodeRef::ExprFString(f) if f.range != site.range));
+        if nested && !available {
+            return Form::Kept(
+                "a string inside an f-string's replacement field: port it by hand (the portable \
+                 form's own quotes need Python 3.12 there)"
+                    .into(),
+            );
+        }
+        self.text_form(rule, site, backend, available)
+    }
+
+    /// Whether the string is reached only where an accelerator is available: in the branch of an
+    /// `if` or conditional expression taken when `torch.cuda.is_available()` (or the
+    /// accelerator's) is true, alone or `and`-ed with other tests, or the `else` of its negation.
+    /// There `current_accelerator()` is never None. A backend given straight to
+    /// `init_process_group` or `new_group` counts too: without an accelerator the original's
+    /// NCCL raised there as well.
+    fn available_only(&self, at: &[AnyNodeRef<'a>], site: &StringSite, backend: bool) -> bool {
+        let creates_group = |n: &AnyNodeRef<'a>| {
+            matches!(n, AnyNodeRef::ExprCall(c) if {
+                let callee = self.callee_name(c);
+                let method = callee.rsplit('.').next().unwrap_or("");
+                matches!(method, "init_process_group" | "new_group")
+                    && c.arguments.range().contains_range(site.range)
+            })
+        };
+        let nearest_call = at
+            .iter()
+            .rev()
+            .find(|n| matches!(n, AnyNodeRef::ExprCall(_)));
+        if backend && nearest_call.is_some_and(creates_group) {
+            return true;
+        }
+        let within = |stmts: &[ast::Stmt]| {
+            stmts.first().zip(stmts.last()).is_some_and(|(a, b)| {
+                a.start() <= site.range.start() && site.range.end() <= b.end()
+            })
+        };
+        at.iter().rev().any(|n| match *n {
+            AnyNodeRef::ExprIf(e) => {
+                (e.body.range().contains_range(site.range) && self.asks_available(&e.test))
+                    || (e.orelse.range().contains_range(site.range)
+                        && self.asks_unavailable(&e.test))
+            }
+            AnyNodeRef::StmtIf(i) => {
+                if within(&i.body) {
+                    return self.asks_available(&i.test);
+                }
+                match i.elif_else_clauses.as_slice() {
+                    [c] if c.test.is_none() && within(&c.body) => self.asks_unavailable(&i.test),
+                    clauses => clauses.iter().any(|c| {
+                        within(&c.body) && c.test.as_ref().is_some_and(|t| self.asks_available(t))
+                    }),
+                }
+            }
+            _ => false,
+        })
+    }
+
+    /// `torch.cuda.is_available()` or `torch.accelerator.is_available()`, alone or one operand
+    /// of an `and`.
+    fn asks_available(&self, test: &Expr) -> bool {
+        match test {
+            Expr::BoolOp(b) if b.op == ast::BoolOp::And => {
+                b.values.iter().any(|v| self.asks_available(v))
+            }
+            Expr::Call(c) if c.arguments.is_empty() => matches!(
+                self.callee_name(c).as_str(),
+                "torch.cuda.is_available" | "torch.accelerator.is_available"
+            ),
+            _ => false,
+        }
+    }
+
+    /// `not torch.cuda.is_available()` (the accelerator's), alone or one operand of an `or`.
+    fn asks_unavailable(&self, test: &Expr) -> bool {
+        match test {
+            Expr::BoolOp(b) if b.op == ast::BoolOp::Or => {
+                b.values.iter().any(|v| self.asks_unavailable(v))
+            }
+            Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => self.asks_available(&u.operand),
+            _ => false,
+        }
     }
 
     /// `torch.accelerator.current_accelerator()` as the file spells it, and what it must import.
@@ -152,12 +249,29 @@ impl<'a> Checker<'a> {
 
     /// The string form: the accelerator's type (and for NCCL its default backend) in place of
     /// the CUDA name, an f-string where text goes on.
-    fn text_form(&self, rule: &Rule, site: &StringSite, backend: bool) -> Form {
+    ///
+    /// Where the accelerator may be missing (a CPU-only torch build: `current_accelerator()` is
+    /// None), the forms fall back to CUDA's name, as the original string was:
+    /// `getattr(acc, "type", "cuda")`, `get_default_backend_for_device(acc or "cuda")`. A string
+    /// reached only where an accelerator is available (`available` below) keeps the short
+    /// `acc.type`. Inner quotes are the other kind than the f-string's (Python < 3.12).
+    fn text_form(&self, rule: &Rule, site: &StringSite, backend: bool, available: bool) -> Form {
         let (acc, mut imports) = self.accelerator(site.range);
-        let acc_type = format!("{acc}.type");
         let (dist, import) = template::qualify(DEFAULT_BACKEND, &self.ctx_at(site.range));
         imports.extend(import);
-        let default_backend = format!("{dist}({acc})");
+        let own_quote = quote_of(self.text(site.range));
+        // Inside an f-string (the literal's own, or one the fix builds) the inner strings take
+        // the other quote; an expression in place of the whole literal takes the literal's.
+        let forms = |q: char| {
+            let acc_type = accelerator_type(&acc, available, q);
+            let backend = if available {
+                format!("{dist}({acc})")
+            } else {
+                format!("{dist}({acc} or {q}cuda{q})")
+            };
+            (acc_type, backend)
+        };
+        let (acc_type, default_backend) = forms(other_quote(own_quote));
         // The literal's own text (a `+` concatenation's static text ends with its `{}`).
         let own = match site.form {
             StringForm::Concat => site
@@ -171,11 +285,6 @@ impl<'a> Checker<'a> {
         if pieces.iter().all(|p| matches!(p, Piece::Text(_))) {
             return Form::Kept("no CUDA name in the string's text".into());
         }
-        let whole = |p: &Piece| match p {
-            Piece::Cuda => acc_type.clone(),
-            Piece::Nccl => default_backend.clone(),
-            Piece::Text(t) => format!("{t:?}"),
-        };
         let edit = match site.form {
             StringForm::Fstring => {
                 // Inside the f-string: each name becomes an interpolation, in its verbatim segment.
@@ -212,7 +321,15 @@ impl<'a> Checker<'a> {
                 }
                 return Form::Fix(self.make_fix(rule, edits, imports, None));
             }
-            _ if pieces.len() == 1 => Edit::replace(site.range, whole(&pieces[0])),
+            _ if pieces.len() == 1 => {
+                let (acc_type, default_backend) = forms(own_quote);
+                let text = match &pieces[0] {
+                    Piece::Cuda => acc_type,
+                    Piece::Nccl => default_backend,
+                    Piece::Text(t) => format!("{t:?}"),
+                };
+                Edit::replace(site.range, text)
+            }
             _ => {
                 let quote = quote_of(self.text(site.range));
                 let mut text = format!("f{quote}");
@@ -371,6 +488,22 @@ impl Checker<'_> {
 
 pub(super) fn names_tpu(e: &Expr) -> bool {
     matches!(e, Expr::StringLiteral(s) if s.value.to_str().starts_with("tpu"))
+}
+
+/// The other quote character.
+fn other_quote(q: char) -> char {
+    if q == '"' { '\'' } else { '"' }
+}
+
+/// The current accelerator's type as a string, `acc` its spelling: `acc.type` where an
+/// accelerator is known to be available, else with CUDA's name where there is none (a CPU-only
+/// torch build), as the original string named it. `q` quotes the inner strings.
+pub(super) fn accelerator_type(acc: &str, available: bool, q: char) -> String {
+    if available {
+        format!("{acc}.type")
+    } else {
+        format!("getattr({acc}, {q}type{q}, {q}cuda{q})")
+    }
 }
 
 /// The quote character of a string literal's source.

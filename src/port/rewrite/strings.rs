@@ -1,7 +1,7 @@
 //! Matching string literals and f-strings: their static text, the form they are built in
 //! (plain, f-string, `.format`, `%`, `+`), and the minimal edit of a string rewrite.
 
-use ruff_python_ast::{self as ast, AnyNodeRef, StringFlags};
+use ruff_python_ast::{self as ast, AnyNodeRef, Expr, StringFlags};
 use ruff_text_size::{Ranged, TextRange, TextSize};
 
 use super::Checker;
@@ -36,6 +36,9 @@ pub(super) struct StringSite {
 impl<'a> Checker<'a> {
     pub(super) fn check_string_literal(&mut self, s: &'a ast::ExprStringLiteral) {
         if self.index.strings.is_empty() || s.value.is_implicit_concatenated() {
+            return;
+        }
+        if self.accelerator_fallback(s) {
             return;
         }
         let lit = &s.value.as_slice()[0];
@@ -85,6 +88,34 @@ impl<'a> Checker<'a> {
             segments,
             requote,
         });
+    }
+
+    /// The CUDA name a portable form falls back to where torch has no accelerator (a CPU-only
+    /// build): `getattr(<current_accelerator()>, "type", "cuda")`,
+    /// `<current_accelerator()> or "cuda"`. Already ported: no finding.
+    fn accelerator_fallback(&self, s: &ast::ExprStringLiteral) -> bool {
+        let is_accelerator = |e: &Expr| matches!(e, Expr::Call(c) if self.callee_name(c) == "torch.accelerator.current_accelerator");
+        let parent = self
+            .stack
+            .iter()
+            .rev()
+            .find(|n| !matches!(n, AnyNodeRef::Arguments(_)));
+        match parent {
+            Some(AnyNodeRef::ExprCall(c)) => {
+                let args = &c.arguments.args;
+                matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "getattr")
+                    && args.len() == 3
+                    && args[2].range() == s.range
+                    && is_accelerator(&args[0])
+            }
+            Some(AnyNodeRef::ExprBoolOp(b)) => {
+                b.op == ast::BoolOp::Or
+                    && b.values.len() == 2
+                    && b.values[1].range() == s.range
+                    && is_accelerator(&b.values[0])
+            }
+            _ => false,
+        }
     }
 
     pub(super) fn check_fstring(&mut self, f: &'a ast::ExprFString) {
