@@ -52,6 +52,11 @@ docstrings are never counted, nor is anything inside them):
 5. `device_ids`: a `device_ids=` or `output_device=` keyword argument (DDP's CUDA device
    indices; `DataParallel`'s GPU list).
 
+Not counted either: the CUDA name a portable form falls back to where torch has no
+accelerator (a CPU-only build): the `"cuda"` of `getattr(torch.accelerator.current_accelerator(),
+"type", "cuda")` and of `torch.accelerator.current_accelerator() or "cuda"`. On a machine with an
+accelerator the form names that accelerator; it is not a reference to CUDA.
+
 Not counted (known gaps): integer device ids outside those keywords (`device = 0`,
 `.to(rank)`), CUDA names reached through an assignment (`cuda = torch.cuda; cuda.foo()`
 counts the assignment only), shell scripts and configuration files (YAML `device: cuda`).
@@ -105,6 +110,11 @@ KINDS = ("string", "attribute", "name", "import", "device_ids")
 
 def _is_cuda_str(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(WORD.search(node.value))
+
+
+def _is_accelerator(node: ast.AST) -> bool:
+    """`torch.accelerator.current_accelerator()` (any spelling that ends so)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "current_accelerator"
 
 
 def _const_device_arg(call: ast.Call) -> bool:
@@ -231,6 +241,9 @@ class _Finder(ast.NodeVisitor):
                 self.visit(v.value)
 
     def visit_Call(self, node: ast.Call) -> None:
+        f = node.func
+        if isinstance(f, ast.Name) and f.id == "getattr" and len(node.args) == 3 and _is_accelerator(node.args[0]):
+            self._skip.add(id(node.args[2]))
         for k in node.keywords:
             if k.arg == "help":
                 self._skip.add(id(k.value))
@@ -246,6 +259,12 @@ class _Finder(ast.NodeVisitor):
         if id(node.value) in self._skip and isinstance(node.value, (ast.Constant, ast.JoinedStr)):
             return
         self.visit(node.value)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        # `current_accelerator() or "cuda"`: the fallback where there is no accelerator.
+        if isinstance(node.op, ast.Or) and len(node.values) == 2 and _is_accelerator(node.values[0]):
+            self._skip.add(id(node.values[1]))
+        self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if _cuda_attr(node.attr):

@@ -37,6 +37,7 @@ pub(in crate::port::rewrite) mod cuda_only;
 pub(in crate::port::rewrite) mod foreign;
 pub(in crate::port::rewrite) mod group;
 pub(in crate::port::rewrite) mod guard;
+pub(in crate::port::rewrite) mod handoff;
 pub(in crate::port::rewrite) mod library;
 pub(in crate::port::rewrite) mod lightning;
 pub(in crate::port::rewrite) mod named;
@@ -73,6 +74,7 @@ impl<'a> Checker<'a> {
         downgrade
             .or_else(loses_comment)
             .or_else(|| self.unsafe_by_context(rule))
+            .or_else(|| self.handed_over(rule))
             .or_else(|| {
                 self.is_probe_in_try().then(|| {
                     "a call inside `try` whose only job is to see whether it raises: the rewritten call may not raise where the original did".to_string()
