@@ -181,11 +181,13 @@ impl<'a> Checker<'a> {
                     && c.arguments.range().contains_range(site.range)
             })
         };
-        let nearest_call = at
-            .iter()
-            .rev()
-            .find(|n| matches!(n, AnyNodeRef::ExprCall(_)));
-        if backend && nearest_call.is_some_and(creates_group) {
+        if backend
+            && at
+                .iter()
+                .rev()
+                .find(|n| matches!(n, AnyNodeRef::ExprCall(_)))
+                .is_some_and(creates_group)
+        {
             return true;
         }
         let within = |stmts: &[ast::Stmt]| {
@@ -331,7 +333,7 @@ impl<'a> Checker<'a> {
                 Edit::replace(site.range, text)
             }
             _ => {
-                let quote = quote_of(self.text(site.range));
+                let quote = own_quote;
                 let mut text = format!("f{quote}");
                 for p in &pieces {
                     match p {
@@ -498,7 +500,7 @@ fn other_quote(q: char) -> char {
 /// The current accelerator's type as a string, `acc` its spelling: `acc.type` where an
 /// accelerator is known to be available, else with CUDA's name where there is none (a CPU-only
 /// torch build), as the original string named it. `q` quotes the inner strings.
-pub(super) fn accelerator_type(acc: &str, available: bool, q: char) -> String {
+fn accelerator_type(acc: &str, available: bool, q: char) -> String {
     if available {
         format!("{acc}.type")
     } else {
