@@ -198,8 +198,9 @@ fn sim_target_in_the_subprocess_runtime() {
 fn failure_modes_exit_codes_and_complete_events() {
     let venv = venv();
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&str, &[&str], i32, &str); 7] = [
+    let cases: [(&str, &[&str], i32, &str); 8] = [
         ("max_steps.py", &["--max-steps", "5"], 0, "ok"),
+        ("at_exit.py", &[], 0, "ok"),
         ("fail_exception.py", &[], 1, "exception"),
         ("fail_exit.py", &[], 3, "exit"),
         ("fail_segv.py", &[], 139, "signal"),
@@ -252,6 +253,15 @@ fn failure_modes_exit_codes_and_complete_events() {
                 assert!(stderr.contains("crashed (SIGSEGV)"), "{stderr}");
             }
             "fail_sigkill.py" => assert!(stderr.contains("SIGKILL: out of memory"), "{stderr}"),
+            "at_exit.py" => {
+                // atexit first, seeing the globals; then the objects, before finalization.
+                let atexit = stderr.find("atexit sees Held");
+                let released = stderr.find("released, interpreter finalizing: False");
+                assert!(
+                    atexit.is_some() && released.is_some() && atexit < released,
+                    "{stderr}"
+                );
+            }
             _ => {}
         }
     }

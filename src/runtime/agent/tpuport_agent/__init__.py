@@ -540,12 +540,33 @@ def rss():
         return None
 
 
+def close():
+    """The end of the script, as the interpreter ends `python script.py` and in its order, but
+    while the interpreter is still whole: wait for the script's non-daemon threads, run its
+    atexit handlers, then free its objects. Its globals are a reference cycle (its functions
+    hold them) that the interpreter would otherwise free while finalizing, when a gloo process
+    group's worker threads (held by a DDP model) can no longer take the GIL and the process
+    aborts after the script has finished ("terminate called without an active exception",
+    pytorch/pytorch#179291). The interpreter's own exit then finds nothing left to run."""
+    import atexit
+    import gc
+    import threading
+
+    try:
+        threading._shutdown()
+    except Exception:
+        pass
+    atexit._run_exitfuncs()
+    gc.collect()
+
+
 def main():
     """Entry point of both the embedded worker and ``python -m tpuport_agent``."""
     global _AGENT
     config = json.loads(os.environ["TPUPORT_AGENT_CONFIG"])
     _AGENT = Agent(config)
     code = _AGENT.run()
+    close()
     try:
         sys.stdout.flush()
         sys.stderr.flush()
