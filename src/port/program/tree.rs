@@ -6,7 +6,10 @@
 //! An entry script runs as a program: an `if __name__ == "__main__":` block at column 0, a
 //! package's `__main__.py`, or a loose script (no `__init__.py` beside it) with a call statement
 //! at column 0 (`main()`). A module of a package that calls something at module level is not
-//! one: a registration call is no program. Tests (`test_*.py`, `*_test.py`, `conftest.py`) are
+//! one: a registration call is no program. A script kept inside a package folder is one where
+//! it puts a folder on `sys.path` at column 0 (`sys.path.insert(0, project_root)`: what `python
+//! pkg/benchmark.py` needs to import the project, and no module imported through its package
+//! does) and runs something at column 0 besides (a call, a `for` or `while` loop). Tests (`test_*.py`, `*_test.py`, `conftest.py`) are
 //! never entries. A library module no entry script of its tree imports belongs to its package:
 //! the top package directory above it (or its folder, for a loose module).
 
@@ -27,6 +30,13 @@ static MAIN_GUARD: LazyLock<Regex> = LazyLock::new(|| {
 
 /// A call statement at column 0 (`main()`, `fire.Fire(train)`).
 static TOP_CALL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^[A-Za-z_][\w.]*\(").unwrap());
+
+/// A `sys.path` edit at column 0 (`sys.path.insert(0, root)`, `sys.path.append(...)`).
+static SYS_PATH_EDIT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?m)^sys\.path\.(?:insert|append|extend)\(").unwrap());
+
+/// A loop at column 0.
+static TOP_LOOP: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^(?:for|while)\s").unwrap());
 
 /// Keywords that can open a line the way a call does (`print(` is a call; `assert(` is not).
 const KEYWORDS: [&str; 8] = [
@@ -60,11 +70,16 @@ pub fn is_entry(path: &Path, text: &str) -> bool {
     let loose = path
         .parent()
         .is_none_or(|d| !is_file(&d.join("__init__.py")));
-    loose
-        && TOP_CALL.find_iter(text).any(|m| {
-            let word = m.as_str().trim_end_matches('(');
-            !KEYWORDS.contains(&word)
-        })
+    let mut calls = TOP_CALL
+        .find_iter(text)
+        .map(|m| m.as_str().trim_end_matches('('))
+        .filter(|word| !KEYWORDS.contains(word));
+    if loose {
+        return calls.next().is_some();
+    }
+    text.contains("sys.path")
+        && SYS_PATH_EDIT.is_match(text)
+        && (calls.any(|w| !w.starts_with("sys.path.")) || TOP_LOOP.is_match(text))
 }
 
 /// Does this file exist (asked once per path and run: many files import the same modules)?
@@ -232,6 +247,12 @@ mod tests {
         // A package's module calling something at module level registers; it runs no program.
         assert!(!is_entry(&root.join("pkg/models.py"), call));
         assert!(is_entry(&root.join("pkg/__main__.py"), call));
+        // A script kept in a package folder puts the project on sys.path and runs code.
+        let script = "import os, sys\nsys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))\n\nimport torch\nfor _ in range(3):\n    torch.randn(2)\n";
+        assert!(is_entry(&root.join("pkg/benchmark.py"), script));
+        let vendored =
+            "import os, sys\nsys.path.append(os.path.dirname(__file__))\n\ndef f():\n    pass\n";
+        assert!(!is_entry(&root.join("pkg/vendor.py"), vendored));
         for test in ["test_train.py", "train_test.py", "conftest.py"] {
             assert!(!is_entry(&root.join(test), guard), "{test}");
         }
