@@ -32,4 +32,8 @@ for enabled in (False, True):
         print("scaler enabled=%s ran" % enabled)
     except NotImplementedError as e:
         print("scaler enabled=%s: %s" % (enabled, e))
+# An integer device is the current accelerator's (torch 2.15): the TPU, never CUDA.
+moved = nn.Linear(8, 2).to(0)
+w = moved(torch.randn(4, 8).to(0)) + torch.zeros(2, device=0)
+print("int device", torch.device(0), w.shape)
 print("ok", y.shape, y.device.type, z.dtype)

@@ -82,6 +82,9 @@ pub struct Checker<'a> {
     /// Fixes that extend a CUDA test to the TPU, with the code the test selects
     /// (`portable.rs`): kept off in `finish` where that code is not right on a TPU.
     extensions: Vec<extend::Extension>,
+    /// CUDA checks whose failing branch raises an error naming only a GPU: kept or lifted with
+    /// the whole program in view (`safety/requirement.rs`).
+    gpu_requirements: Vec<TextRange>,
 }
 
 /// Run the rules over one parsed module. `facts` describe the file as the user gave it (not
@@ -112,6 +115,7 @@ pub fn run(
         own_attributes: OnceCell::new(),
         target: facts.to,
         extensions: vec![],
+        gpu_requirements: vec![],
     };
     for stmt in &parsed.module.body {
         c.visit_stmt(stmt);
@@ -221,13 +225,19 @@ impl<'a> Checker<'a> {
     /// How this module imports Triton at top level (`"Triton"`, or the project module through
     /// which it does), when it has device or stream fixes for that to matter.
     fn triton_import(&self) -> Option<String> {
-        use crate::port::neighbours::{HOPS, imports_triton_at_top, triton_import_in};
         let devices = |d: &Diagnostic| {
             d.fix.is_some() && matches!(self.rule(d.rule).family.as_str(), "DEV" | "STM")
         };
         if !self.diags.iter().any(devices) {
             return None;
         }
+        self.cuda_only_import()
+    }
+
+    /// How this module imports Triton or another CUDA-only library at top level, itself or
+    /// through a project module it imports.
+    fn cuda_only_import(&self) -> Option<String> {
+        use crate::port::neighbours::{HOPS, imports_triton_at_top, triton_import_in};
         if imports_triton_at_top(self.src) {
             return Some("Triton".into());
         }

@@ -44,6 +44,7 @@ pub(in crate::port::rewrite) mod named;
 pub(in crate::port::rewrite) mod own;
 pub(in crate::port::rewrite) mod params;
 pub(in crate::port::rewrite) mod probe;
+pub(in crate::port::rewrite) mod requirement;
 pub(in crate::port::rewrite) mod runtimes;
 pub(in crate::port::rewrite) mod scope;
 pub(in crate::port::rewrite) mod together;
@@ -191,6 +192,8 @@ impl<'a> Checker<'a> {
             &|d| self.suppressed(d),
         );
         self.diags = diags;
+        let held = std::mem::take(&mut self.gpu_requirements);
+        self.judge_gpu_requirements(&held);
     }
 
     /// Question 3, last: drop fixes that touch a region with a syntax error; an unsafe fix keeps its reason as

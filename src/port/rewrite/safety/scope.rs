@@ -42,12 +42,13 @@ impl<'a> Checker<'a> {
                     ));
                     continue;
                 }
-                if self.cuda_raise(self.diags[i].range) {
-                    self.diags[i].keep(
-                        "not rewritten: the test's failure says CUDA is required (it raises an \
-                         error that names CUDA or a GPU): it guards code that needs CUDA; check \
-                         that code runs on a TPU before changing the test",
-                    );
+                if let Some(raise) = self.cuda_raise(self.diags[i].range) {
+                    if super::requirement::names_only_a_gpu(raise) {
+                        // Judged with the whole program at the end (requirement.rs).
+                        self.gpu_requirements.push(self.diags[i].range);
+                    } else {
+                        self.diags[i].keep(super::requirement::KEPT);
+                    }
                 }
                 continue;
             }
@@ -160,22 +161,27 @@ impl<'a> Checker<'a> {
     /// device choice (`if args.device == "cuda" and not torch.cuda.is_available(): raise ...`,
     /// `if opt.cuda and not torch.cuda.is_available(): raise ...`): that check follows the device
     /// the port moves to the TPU.
-    fn cuda_raise(&self, range: TextRange) -> bool {
+    fn cuda_raise(&self, range: TextRange) -> Option<&'a str> {
         let Some(ruff_python_ast::StmtRef::If(i)) =
             self.stack.iter().rev().find_map(|n| n.as_stmt_ref())
         else {
-            return false;
+            return None;
         };
         let test = self.text(i.test.range());
-        i.test.range().contains_range(range)
-            && !test.contains("device")
-            && !test.contains("\"cuda\"")
-            && !test.contains("'cuda'")
-            && !DEVICE_FLAG.is_match(test)
-            && matches!(i.body.first(), Some(Stmt::Raise(r)) if {
-                let t = self.text(r.range).to_ascii_lowercase();
-                t.contains("cuda") || t.contains("gpu")
-            })
+        if !i.test.range().contains_range(range)
+            || test.contains("device")
+            || test.contains("\"cuda\"")
+            || test.contains("'cuda'")
+            || DEVICE_FLAG.is_match(test)
+        {
+            return None;
+        }
+        let Some(Stmt::Raise(r)) = i.body.first() else {
+            return None;
+        };
+        let t = self.text(r.range);
+        let lower = t.to_ascii_lowercase();
+        (lower.contains("cuda") || lower.contains("gpu")).then_some(t)
     }
 
     /// Is the finding at `range` in the test of an `assert` whose message names CUDA, or of an

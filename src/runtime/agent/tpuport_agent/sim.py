@@ -71,6 +71,10 @@ class SimDevice(str):
 def _is_tpu(d):
     import torch
 
+    # An integer device is the current accelerator's device in torch 2.15 (`.to(local_rank)`,
+    # `torch.device(0)`): tpu:i under TorchTPU, which maps it to the process's device.
+    if isinstance(d, int) and not isinstance(d, bool):
+        return True
     if isinstance(d, str):
         return d == "tpu" or d.startswith("tpu:")
     if isinstance(d, torch.device):

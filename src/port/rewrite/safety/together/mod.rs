@@ -48,6 +48,19 @@ fn fixed(d: &Diagnostic, safe_only: bool) -> bool {
         .is_some_and(|f| !safe_only || f.applicability == FixClass::Safe)
 }
 
+/// What CUDA is left in `range` of the module whose guards and CUDA names are `g` once its safe
+/// fixes apply (none inside `harmless`): a finding there without a safe fix that names CUDA,
+/// or a CUDA name no safe fix rewrites.
+pub(in crate::port::rewrite) fn cuda_left_in(
+    src: &str,
+    diags: &[Diagnostic],
+    g: &Guards,
+    range: TextRange,
+    harmless: &[TextRange],
+) -> Option<TextRange> {
+    left_cuda(src, diags, &g.names, range, true, harmless)
+}
+
 /// What CUDA is left in `range` when only the fixes allowed by `safe_only` apply: a finding
 /// there that is not fixed and names CUDA, or a CUDA name that no fixed finding covers; none
 /// inside `harmless` (CUDA seeds, a no-op without CUDA).
