@@ -159,7 +159,10 @@ fn sim_target_in_the_subprocess_runtime() {
     // Pinned host memory works on a CPU-only host as on a TPU VM.
     assert!(stdout.contains("pinned torch.Size([4, 8])"), "{stdout}");
     // An integer device is the TPU (torch's current accelerator), not CUDA's missing driver.
-    assert!(stdout.contains("int device cpu torch.Size([4, 2])"), "{stdout}");
+    assert!(
+        stdout.contains("int device cpu torch.Size([4, 2])"),
+        "{stdout}"
+    );
     // An op TorchTPU lacks fails with its message; so does an enabled GradScaler.
     assert!(
         stdout.contains(

@@ -21,8 +21,9 @@ static CUDA_EXTENSION: LazyLock<Regex> = LazyLock::new(|| {
 pub struct Extension {
     /// Its import name (`factor_multiply`, `pkg._C`).
     pub name: String,
-    /// The `setup.py` that builds it, and the line.
+    /// The `setup.py` that builds it (and as shown: relative to the tree's root), and the line.
     pub file: PathBuf,
+    pub shown: String,
     pub line: usize,
 }
 
@@ -52,6 +53,7 @@ pub fn built_for(path: &Path) -> Arc<Vec<Extension>> {
             out.push(Extension {
                 name: m[1].to_string(),
                 file: f.clone(),
+                shown: f.strip_prefix(&root).unwrap_or(f).display().to_string(),
                 line: text[..at].matches('\n').count() + 1,
             });
         }

@@ -57,6 +57,8 @@ pub enum Lint {
     /// A program (entry script and its project modules) that the migration left blocked on a
     /// TPU: judged over the whole run by `port::program`, not per file.
     ProgramBlocked,
+    /// An import of a CUDA extension the project's own `setup.py` compiles.
+    CudaExtensionImport,
 }
 
 /// Words a module that builds a convolutional network spells (`nn.Conv2d`, `torchvision`'s or
@@ -84,7 +86,7 @@ impl Lint {
     }
 
     /// Every lint: its name in rule files and what it finds.
-    pub const ALL: [(&'static str, Lint, &'static str); 14] = [
+    pub const ALL: [(&'static str, Lint, &'static str); 15] = [
         (
             "host-sync-in-loop",
             Lint::HostSyncInLoop,
@@ -154,6 +156,11 @@ impl Lint {
             "program-blocked",
             Lint::ProgramBlocked,
             "a program (an entry script and the project modules it imports) that still meets CUDA references left for manual work (judged over the whole run)",
+        ),
+        (
+            "cuda-extension-import",
+            Lint::CudaExtensionImport,
+            "imports (anywhere in a module) of an extension module that a setup.py of the project builds with CUDAExtension",
         ),
     ];
 

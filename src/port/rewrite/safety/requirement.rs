@@ -100,19 +100,34 @@ mod tests {
     fn a_gpu_requirement_is_an_accelerators_where_no_cuda_is_left() {
         let d = tempfile::tempdir().unwrap();
         let path = write(d.path(), "train.py", GUARD);
-        let out = migrate("CUD001", GUARD, Some(&path)).output.unwrap_or_default();
-        assert!(out.contains("if not torch.accelerator.is_available():"), "{out}");
+        let out = migrate("CUD001", GUARD, Some(&path))
+            .output
+            .unwrap_or_default();
+        assert!(
+            out.contains("if not torch.accelerator.is_available():"),
+            "{out}"
+        );
         // The same program with a project module that still uses CUDA keeps the check.
         let with_kernel = format!("from kernels import fused\n{GUARD}");
-        write(d.path(), "kernels.py", "import torch\n\nfused = torch.cuda.Stream()\n");
+        write(
+            d.path(),
+            "kernels.py",
+            "import torch\n\nfused = torch.cuda.Stream()\n",
+        );
         let path = write(d.path(), "train2.py", &with_kernel);
         let out = migrate("CUD001", &with_kernel, Some(&path));
-        assert!(out.output.is_none_or(|o| o.contains("torch.cuda.is_available()")));
+        assert!(
+            out.output
+                .is_none_or(|o| o.contains("torch.cuda.is_available()"))
+        );
         // An error naming CUDA keeps it too, whatever is left.
         let cuda = GUARD.replace("single-device GPU", "CUDA");
         let path = write(d.path(), "train3.py", &cuda);
         let out = migrate("CUD001", &cuda, Some(&path));
-        assert!(out.output.is_none_or(|o| o.contains("torch.cuda.is_available()")));
+        assert!(
+            out.output
+                .is_none_or(|o| o.contains("torch.cuda.is_available()"))
+        );
     }
 
     #[test]
@@ -120,7 +135,9 @@ mod tests {
         assert!(names_only_a_gpu(
             "raise NotImplementedError(\"DDP device_ids only work with single-device GPU modules\")"
         ));
-        assert!(names_only_a_gpu("raise RuntimeError('This example needs a GPU')"));
+        assert!(names_only_a_gpu(
+            "raise RuntimeError('This example needs a GPU')"
+        ));
         for cuda in [
             "raise RuntimeError('CUDA GPU required')",
             "raise RuntimeError('needs an NVIDIA GPU')",
