@@ -73,3 +73,64 @@ fn a_blocked_program_is_named_once_on_its_entry_script() {
         "{table}"
     );
 }
+
+/// A script kept inside a package folder (it puts the project on sys.path) that reaches a CUDA
+/// extension the project compiles (set D's models/butterfly/benchmark.py): the extension's
+/// import is a finding (KRN005), and the script, a program, is reported blocked by it.
+#[test]
+fn a_program_reaching_a_cuda_extension_of_the_project_is_blocked_by_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for (rel, text) in [
+        (
+            "models/ops/ext/setup.py",
+            "from setuptools import setup\nfrom torch.utils.cpp_extension import CUDAExtension\nsetup(ext_modules=[CUDAExtension('fused_mult', ['mult.cpp', 'mult_cuda.cu'])])\n",
+        ),
+        ("models/ops/__init__.py", ""),
+        (
+            "models/ops/mult.py",
+            "import torch\n\ntry:\n    from fused_mult import forward\nexcept ImportError:\n    forward = None\n\n\ndef mult(x):\n    return forward(x)\n",
+        ),
+        (
+            "models/ops/benchmark.py",
+            "import os, sys\nsys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))\n\nimport torch\nfrom ops.mult import mult\n\nx = torch.randn(4, 4).to('cuda')\nfor _ in range(10):\n    mult(x)\n",
+        ),
+    ] {
+        let p = root.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+    let out = Command::cargo_bin("tpuport")
+        .unwrap()
+        .args(["migrate", "--isolated", "--output-format", "json"])
+        .arg(root)
+        .output()
+        .unwrap();
+    let findings: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let ext: Vec<&Value> = findings.iter().filter(|f| f["rule"] == "KRN005").collect();
+    assert_eq!(ext.len(), 1, "{findings:#?}");
+    assert!(ext[0]["path"].as_str().unwrap().ends_with("ops/mult.py"));
+    assert!(
+        ext[0]["message"].as_str().unwrap().contains(
+            "imports `fused_mult` (ops/ext/setup.py:3), a CUDA extension this project compiles"
+        ),
+        "{:#}",
+        ext[0]
+    );
+    let blocked: Vec<&Value> = findings.iter().filter(|f| f["rule"] == "PRG001").collect();
+    assert_eq!(blocked.len(), 1, "{findings:#?}");
+    assert!(
+        blocked[0]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("ops/benchmark.py")
+    );
+    assert!(
+        blocked[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("mult.py:4 KRN005"),
+        "{:#}",
+        blocked[0]
+    );
+}

@@ -55,8 +55,11 @@ impl Checker<'_> {
             }
             if lift {
                 d.note = Some(LIFTED.into());
-            } else {
+            } else if self.target == Target::Portable {
                 d.keep(KEPT_GPU);
+            } else {
+                // `--to tpu` keeps every requirement, with the note it always had.
+                d.keep(KEPT);
             }
         }
     }
