@@ -59,6 +59,8 @@ pub enum Lint {
     ProgramBlocked,
     /// An import of a CUDA extension the project's own `setup.py` compiles.
     CudaExtensionImport,
+    /// `m.load_state_dict(torch.load(path))` with no `map_location`.
+    StateLoadWithoutMapLocation,
 }
 
 /// Words a module that builds a convolutional network spells (`nn.Conv2d`, `torchvision`'s or
@@ -69,7 +71,10 @@ pub const NETWORK_WORDS: &[&str] = &["Conv", "torchvision", "timm"];
 impl Lint {
     /// Whether the lint brings its own fix (the rest report only: their rules are manual).
     pub fn fixes(self) -> bool {
-        matches!(self, Lint::SharedWeightsMove | Lint::DdpDeviceIndex)
+        matches!(
+            self,
+            Lint::SharedWeightsMove | Lint::DdpDeviceIndex | Lint::StateLoadWithoutMapLocation
+        )
     }
 
     /// Where the lint can report: only in a file that runs as a program
@@ -86,7 +91,7 @@ impl Lint {
     }
 
     /// Every lint: its name in rule files and what it finds.
-    pub const ALL: [(&'static str, Lint, &'static str); 15] = [
+    pub const ALL: [(&'static str, Lint, &'static str); 16] = [
         (
             "host-sync-in-loop",
             Lint::HostSyncInLoop,
@@ -161,6 +166,11 @@ impl Lint {
             "cuda-extension-import",
             Lint::CudaExtensionImport,
             "imports (anywhere in a module) of an extension module that a setup.py of the project builds with CUDAExtension",
+        ),
+        (
+            "state-load-without-map-location",
+            Lint::StateLoadWithoutMapLocation,
+            "`m.load_state_dict(torch.load(path))` with no map_location (and no `assign=`): the fix loads onto the CPU, which load_state_dict copies onto the module's own devices",
         ),
     ];
 

@@ -8,8 +8,10 @@
 //! longest sequence; `programs.rs` and `precision.rs`: advice about a whole program (an entry
 //! script and the project modules it imports), given once on the entry script, or once per
 //! package; `ties.rs`: weights two modules share, moved to the TPU; `ddp.rs`: DDP's device
-//! index; `extension.rs`: imports of a CUDA extension the project compiles. Most findings are manual: the advice says what to change.
+//! index; `extension.rs`: imports of a CUDA extension the project compiles; `checkpoint.rs`:
+//! checkpoints loaded into a module with no `map_location`. Most findings are manual: the advice says what to change.
 
+mod checkpoint;
 mod compiled;
 mod conv_text;
 mod ddp;
@@ -87,6 +89,7 @@ impl<'a> Checker<'a> {
                 Lint::SharedWeightsMove => self.shared_weights_moves(),
                 Lint::DdpDeviceIndex => self.ddp_device_indices(),
                 Lint::CudaExtensionImport => self.cuda_extension_imports(),
+                Lint::StateLoadWithoutMapLocation => self.state_loads_without_map_location(),
                 // Judged over the whole run, not per file (`port::program`, the driver).
                 Lint::ProgramBlocked => vec![],
                 Lint::HalfPrecision => model::half_casts(self),
