@@ -41,6 +41,7 @@ pub(in crate::port::rewrite) mod handoff;
 pub(in crate::port::rewrite) mod library;
 pub(in crate::port::rewrite) mod lightning;
 pub(in crate::port::rewrite) mod named;
+pub(in crate::port::rewrite) mod no_accelerator;
 pub(in crate::port::rewrite) mod own;
 pub(in crate::port::rewrite) mod params;
 pub(in crate::port::rewrite) mod probe;
@@ -124,6 +125,10 @@ impl<'a> Checker<'a> {
             && let Some(why) = self.not_after(rule, m.range.start())
         {
             d.make_unsafe(&why);
+        }
+        // Allocator calls that do nothing without CUDA stay quiet without an accelerator.
+        if self.target == Target::Portable {
+            self.keep_quiet_without_accelerator(rule, m, d);
         }
     }
 
