@@ -157,7 +157,7 @@ impl<'a> Checker<'a> {
                 (within(&i.body) && asks(&i.test))
                     || i.elif_else_clauses
                         .iter()
-                        .any(|c| within(&c.body) && c.test.as_ref().is_some_and(|t| asks(t)))
+                        .any(|c| within(&c.body) && c.test.as_ref().is_some_and(&asks))
             }
             AnyNodeRef::ExprIf(e) => e.body.range().contains_range(at) && asks(&e.test),
             _ => false,
