@@ -203,6 +203,19 @@ pub fn run_to(
         for w in &found.warnings {
             writeln!(err, "warning: {w}")?;
         }
+        for (dir, n) in &found.hidden {
+            let more = if *n >= files::HIDDEN_COUNT_CAP {
+                "+"
+            } else {
+                ""
+            };
+            let s = if *n == 1 { "" } else { "s" };
+            writeln!(
+                err,
+                "warning: {}: hidden folder with {n}{more} Python file{s} or notebook{s}, not migrated (hidden folders are skipped): name it on the command line, or pass --no-ignore",
+                dir.display(),
+            )?;
+        }
     }
     for i in &issues {
         writeln!(err, "error: {i}")?;

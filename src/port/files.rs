@@ -42,6 +42,49 @@ pub struct Discovered {
     pub issues: Vec<FileIssue>,
     /// Warnings (a dangling symbolic link in a walked folder): reported, exit code unaffected.
     pub warnings: Vec<FileIssue>,
+    /// Hidden folders skipped while walking (`notebooks/.archive/`) that hold Python files or
+    /// notebooks, with how many (at most [`HIDDEN_COUNT_CAP`]): the summary says so, since a
+    /// training script there is not ported and nothing else would tell.
+    pub hidden: Vec<(PathBuf, usize)>,
+}
+
+/// How many files of one hidden folder are counted.
+pub const HIDDEN_COUNT_CAP: usize = 1000;
+
+/// Hidden folders of tools and environments, never counted: no project code lives there.
+const TOOL_FOLDERS: [&str; 14] = [
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    ".env",
+    ".tox",
+    ".nox",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".ipynb_checkpoints",
+    ".idea",
+    ".vscode",
+    ".cache",
+];
+
+/// The Python files and notebooks under the hidden folder `dir` (.gitignore honoured), at most
+/// [`HIDDEN_COUNT_CAP`].
+fn python_files_in(dir: &Path) -> usize {
+    WalkBuilder::new(dir)
+        .require_git(false)
+        .hidden(false)
+        .build()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_type().is_some_and(|t| t.is_file())
+                && e.path()
+                    .extension()
+                    .is_some_and(|x| x == "py" || x == "ipynb")
+        })
+        .take(HIDDEN_COUNT_CAP)
+        .count()
 }
 
 /// Expand the command-line paths into Python files, in a stable order.
@@ -61,6 +104,7 @@ pub fn discover_with(
     let mut files = vec![];
     let mut issues = vec![];
     let mut warnings = vec![];
+    let mut hidden = vec![];
     for p in paths {
         match fs::metadata(p) {
             Err(e) => {
@@ -80,18 +124,35 @@ pub fn discover_with(
             }
             Ok(_) => {}
         }
+        // Hidden entries are skipped here rather than by the walker, so that the hidden folders
+        // holding Python code can be named in the summary.
+        let skipped_hidden = std::sync::Arc::new(std::sync::Mutex::new(Vec::<PathBuf>::new()));
         let walker = WalkBuilder::new(p)
             .follow_links(true)
             .require_git(false)
             .standard_filters(!no_ignore)
+            .hidden(false)
             .filter_entry({
                 let exclude = exclude.cloned();
+                let skipped_hidden = skipped_hidden.clone();
                 move |e| {
                     let dir = || e.file_type().is_some_and(|t| t.is_dir());
-                    e.depth() == 0
-                        || exclude
-                            .as_ref()
-                            .is_none_or(|x| !x.excluded(e.path(), dir()))
+                    if e.depth() == 0 {
+                        return true;
+                    }
+                    let name = e.file_name().to_string_lossy();
+                    if !no_ignore && name.starts_with('.') {
+                        if dir()
+                            && !TOOL_FOLDERS.contains(&name.as_ref())
+                            && let Ok(mut h) = skipped_hidden.lock()
+                        {
+                            h.push(e.path().to_path_buf());
+                        }
+                        return false;
+                    }
+                    exclude
+                        .as_ref()
+                        .is_none_or(|x| !x.excluded(e.path(), dir()))
                 }
             })
             .build();
@@ -121,13 +182,22 @@ pub fn discover_with(
                 }
             }
         }
+        let dirs = skipped_hidden.lock().map(|h| h.clone()).unwrap_or_default();
+        for d in dirs {
+            let n = python_files_in(&d);
+            if n > 0 {
+                hidden.push((d, n));
+            }
+        }
     }
     files.sort();
     files.dedup();
+    hidden.sort();
     Discovered {
         files,
         issues,
         warnings,
+        hidden,
     }
 }
 
@@ -277,6 +347,30 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hidden_folders_with_python_code_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for f in [
+            "train.py",
+            "notebooks/.archive/old.ipynb",
+            "notebooks/.archive/run.py",
+            ".git/hooks/x.py",
+            ".hidden.py",
+        ] {
+            let p = root.join(f);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, "import torch\n").unwrap();
+        }
+        let found = discover(&[root.to_path_buf()], false);
+        assert_eq!(found.files, vec![root.join("train.py")]);
+        assert_eq!(found.hidden, vec![(root.join("notebooks/.archive"), 2)]);
+        // --no-ignore takes them, and names nothing.
+        let all = discover(&[root.to_path_buf()], true);
+        assert_eq!(all.files.len(), 5);
+        assert!(all.hidden.is_empty());
+    }
 
     #[test]
     fn bad_inputs_are_explained() {
