@@ -49,6 +49,7 @@ pub(in crate::port::rewrite) mod requirement;
 pub(in crate::port::rewrite) mod runtimes;
 pub(in crate::port::rewrite) mod scope;
 pub(in crate::port::rewrite) mod together;
+pub(in crate::port::rewrite) mod triton_guard;
 
 use ruff_python_ast::{self as ast, Expr};
 use ruff_text_size::Ranged;

@@ -42,6 +42,10 @@ impl<'a> Checker<'a> {
                     ));
                     continue;
                 }
+                if self.triton_paired(self.diags[i].range) {
+                    self.diags[i].keep(super::triton_guard::NOTE);
+                    continue;
+                }
                 if let Some(raise) = self.cuda_raise(self.diags[i].range) {
                     if super::requirement::names_only_a_gpu(raise) {
                         // Judged with the whole program at the end (requirement.rs).
