@@ -11,10 +11,9 @@
 //! without one:
 //! - a call that is its own statement, alone on its line, becomes
 //!   `if torch.accelerator.is_available():` and the call under it;
-//! - a statistic read in an expression becomes
+//! - in an expression the call becomes
 //!   `(torch.accelerator.memory_allocated() if torch.accelerator.is_available() else 0)`
-//!   (`{}` for `memory_stats`);
-//! - anything else (the cache emptied inside an expression) is unsafe, saying why.
+//!   (`{}` for `memory_stats`, None for `empty_cache`: what the CUDA call answered there).
 
 use ruff_python_ast::{AnyNodeRef, Expr};
 use ruff_text_size::{Ranged, TextRange};
@@ -25,22 +24,17 @@ use crate::port::rewrite::{Checker, Match};
 use crate::port::rules::{FixClass, Rule};
 use crate::port::template;
 
-/// The rules of calls that are no-ops without CUDA, with what they answer there (None: nothing).
-const QUIET: [(&str, Option<&str>); 8] = [
-    ("cuda-empty-cache", None),
-    ("cuda-memory-allocated", Some("0")),
-    ("cuda-max-memory-allocated", Some("0")),
-    ("cuda-memory-reserved", Some("0")),
-    ("cuda-max-memory-reserved", Some("0")),
-    ("cuda-memory-cached", Some("0")),
-    ("cuda-max-memory-cached", Some("0")),
-    ("cuda-memory-stats", Some("{}")),
+/// The rules of calls that are no-ops without CUDA, with what they answer there.
+const QUIET: [(&str, &str); 8] = [
+    ("cuda-empty-cache", "None"),
+    ("cuda-memory-allocated", "0"),
+    ("cuda-max-memory-allocated", "0"),
+    ("cuda-memory-reserved", "0"),
+    ("cuda-max-memory-reserved", "0"),
+    ("cuda-memory-cached", "0"),
+    ("cuda-max-memory-cached", "0"),
+    ("cuda-memory-stats", "{}"),
 ];
-
-const UNSAFE: &str = "not proven safe: without CUDA `torch.cuda.empty_cache()` does nothing, \
-    and `torch.accelerator.empty_cache()` raises on a PyTorch build with no accelerator (a CPU-only \
-    wheel); this call sits inside an expression, where the fix cannot put it under \
-    `if torch.accelerator.is_available():`";
 
 impl<'a> Checker<'a> {
     /// Keep a quiet allocator call quiet without an accelerator (see the module doc).
@@ -97,13 +91,13 @@ impl<'a> Checker<'a> {
         if !fix.edits.iter().all(|e| call.contains_range(e.range)) {
             return;
         }
-        let replacement = match (statement, answer) {
-            (Some(s), _) if alone(s) && indent_of(self.src, s.start()).is_some() => {
+        let replacement = match statement {
+            Some(s) if alone(s) && indent_of(self.src, s.start()).is_some() => {
                 let indent = indent_of(self.src, s.start()).unwrap_or_default();
                 let body = renamed(s, &fix.edits);
                 Edit::replace(s, format!("if {avail}():\n{indent}    {body}"))
             }
-            (_, Some(answer)) => {
+            _ => {
                 let body = renamed(call, &fix.edits);
                 // No parentheses where the value stands alone: an argument, an assigned or
                 // returned value.
@@ -118,11 +112,6 @@ impl<'a> Checker<'a> {
                 };
                 let form = format!("{body} if {avail}() else {answer}");
                 Edit::replace(call, if alone { form } else { format!("({form})") })
-            }
-            (_, None) => {
-                fix.applicability = FixClass::Unsafe;
-                fix.why_unsafe = Some(UNSAFE.into());
-                return;
             }
         };
         fix.edits = vec![replacement];
