@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
 use regex::Regex;
-use ruff_python_ast::AnyNodeRef;
-use ruff_text_size::{Ranged, TextRange};
+use ruff_python_ast::{AnyNodeRef, Expr, Stmt};
+use ruff_text_size::{Ranged, TextRange, TextSize};
 
 use super::super::Checker;
 use super::Found;
@@ -71,7 +71,7 @@ impl Checker<'_> {
         let Some(why) = self.ties_in_program() else {
             return vec![];
         };
-        let Some(at) = after_imports(&self.parsed.module.body) else {
+        let Some(at) = torch_imported_at(&self.parsed.module.body) else {
             return vec![];
         };
         if !self.sem.import_names().contains("torch") {
@@ -103,6 +103,7 @@ impl Checker<'_> {
             }
             if let AnyNodeRef::ExprCall(call) = node
                 && matches!(self.method_name(call), Some("to" | "cuda" | "tpu"))
+                && !casts_only(call)
             {
                 found = Some(call.range());
             }
@@ -128,6 +129,73 @@ impl Checker<'_> {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         ))
+    }
+}
+
+/// Where the fix goes: after the block of top-level imports that binds `torch` (`import
+/// torch`, `import torch.nn as nn` does not), else after the module's leading imports (the
+/// import pass then adds `import torch` there). A program that sets things up before it imports
+/// torch (`os.environ[...] = ...` first) gets it after that later import, not above it.
+fn torch_imported_at(body: &[Stmt]) -> Option<TextSize> {
+    let binds_torch = |s: &Stmt| {
+        matches!(s, Stmt::Import(i) if i.names.iter().any(|a| {
+            let bound = a.asname.as_ref().map_or_else(
+                || a.name.as_str().split('.').next().unwrap_or(""),
+                |n| n.as_str(),
+            );
+            bound == "torch" && (a.name.as_str() == "torch" || a.name.as_str().starts_with("torch."))
+        }))
+    };
+    let Some(first) = body.iter().position(binds_torch) else {
+        return after_imports(body);
+    };
+    let mut end = first;
+    while matches!(
+        body.get(end + 1),
+        Some(Stmt::Import(_) | Stmt::ImportFrom(_))
+    ) {
+        end += 1;
+    }
+    let at = body[end].end();
+    Some(after_imports(body).map_or(at, |a| a.max(at)))
+}
+
+/// `.to(torch.int8)`, `.to(x.dtype)`, `.to(dtype=...)`, `.to(memory_format=...)`: a cast, not a
+/// move.
+fn casts_only(call: &ruff_python_ast::ExprCall) -> bool {
+    const DTYPES: [&str; 19] = [
+        "float16",
+        "float32",
+        "float64",
+        "bfloat16",
+        "half",
+        "float",
+        "double",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "bool",
+        "long",
+        "int",
+        "short",
+        "complex64",
+        "complex128",
+        "dtype",
+    ];
+    let args = &call.arguments;
+    match args.args.first() {
+        Some(Expr::Attribute(a)) => DTYPES.contains(&a.attr.as_str()),
+        Some(_) => false,
+        None => {
+            !args.keywords.is_empty()
+                && args.keywords.iter().all(|k| {
+                    k.arg
+                        .as_ref()
+                        .is_some_and(|n| matches!(n.as_str(), "dtype" | "memory_format" | "copy"))
+                })
+        }
     }
 }
 
@@ -175,6 +243,21 @@ mod tests {
         let other = tempfile::tempdir().unwrap();
         std::fs::copy(dir.path().join("model.py"), other.path().join("model.py")).unwrap();
         assert_eq!(port(MAIN, Some(&other.path().join("train.py"))), None);
+    }
+
+    #[test]
+    fn the_switch_goes_after_the_import_of_torch_and_casts_are_no_moves() {
+        let tie = "\n\nclass M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.a.weight = self.b.weight\n\n\nif __name__ == '__main__':\n";
+        // Set-up before `import torch`: the switch goes after that import, not above it.
+        let src = format!(
+            "import os\n\nos.environ['TORCH_HOME'] = '/tmp'\n\nimport torch\nimport math\n{tie}    m = M().to('cuda')\n"
+        );
+        let out = port(&src, None).expect("a fix");
+        let import = out.find("import torch\nimport math\n").expect("the import");
+        assert!(out.find(super::SWAP).is_some_and(|at| at > import), "{out}");
+        // A dtype cast moves nothing.
+        let cast = format!("import torch\n{tie}    q = M()\n    x = q.a.weight.to(torch.int8)\n");
+        assert_eq!(port(&cast, None), None);
     }
 
     #[test]
