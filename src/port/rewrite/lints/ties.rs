@@ -163,30 +163,17 @@ fn torch_imported_at(body: &[Stmt]) -> Option<TextSize> {
 /// `.to(torch.int8)`, `.to(x.dtype)`, `.to(dtype=...)`, `.to(memory_format=...)`: a cast, not a
 /// move.
 fn casts_only(call: &ruff_python_ast::ExprCall) -> bool {
-    const DTYPES: [&str; 19] = [
-        "float16",
-        "float32",
-        "float64",
-        "bfloat16",
-        "half",
-        "float",
-        "double",
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint8",
-        "bool",
-        "long",
-        "int",
-        "short",
-        "complex64",
-        "complex128",
-        "dtype",
-    ];
+    let dtype = |name: &str| {
+        name.ends_with("dtype")
+            || ["float", "int", "uint", "bfloat", "complex"]
+                .iter()
+                .any(|p| name.starts_with(p))
+            || matches!(name, "half" | "double" | "long" | "short" | "bool")
+    };
     let args = &call.arguments;
     match args.args.first() {
-        Some(Expr::Attribute(a)) => DTYPES.contains(&a.attr.as_str()),
+        Some(Expr::Attribute(a)) => dtype(a.attr.as_str()),
+        Some(Expr::Name(n)) => n.id.as_str().ends_with("dtype"),
         Some(_) => false,
         None => {
             !args.keywords.is_empty()
