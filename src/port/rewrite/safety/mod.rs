@@ -127,6 +127,17 @@ impl<'a> Checker<'a> {
         {
             d.make_unsafe(&why);
         }
+        // `.cuda()` where the file's own class (not a module) defines `cuda()` and no `.to()`.
+        if rule.name == "tensor-cuda"
+            && safe(d)
+            && let Some(class) = self.own_cuda_method()
+        {
+            d.make_unsafe(&format!(
+                "not proven safe: class `{class}` of this file defines its own cuda() and no to(): \
+                 if this is one of its objects, `.to(...)` raises AttributeError; check the \
+                 receiver is a tensor or a module"
+            ));
+        }
         // Allocator calls that do nothing without CUDA stay quiet without an accelerator.
         if self.target == Target::Portable {
             self.keep_quiet_without_accelerator(rule, m, d);

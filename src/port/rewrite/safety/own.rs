@@ -3,6 +3,11 @@
 //! (`self.is_cuda = torch.cuda.is_available()`, a class attribute or property `is_cuda`), an
 //! object the program sets it on (`cfg.is_cuda = True`) or an argparse flag (`--is_cuda`) is
 //! the program's own: renaming its reads to `is_tpu` reads an attribute nobody set.
+//!
+//! Methods too: a class of the file that is not a module and defines its own `cuda()` (an
+//! alias-method sampler keeping its tables on the GPU) has no `.to()`, so `x.cuda()` there may be
+//! that class's, and `.to(device)` would raise AttributeError on every machine: the `.cuda()`
+//! fixes of such a file are unsafe ([`Checker::own_cuda_method`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -208,6 +213,38 @@ impl<'a> Checker<'a> {
 
     /// Does `n` hold parsed command-line arguments (`args = parser.parse_args()`, or a name
     /// programs give them: `args`, `opt`, `flags`, `cfg`)?
+    /// A class of this module, not a `Module` (nor anything else with `.to()`), that defines
+    /// its own `cuda` method: its name.
+    pub(in crate::port::rewrite) fn own_cuda_method(&self) -> Option<&'a str> {
+        if !self.src.contains("def cuda(") {
+            return None;
+        }
+        let mut found = None;
+        walk(&self.parsed.module.body, true, &mut |node, _| {
+            if found.is_some() {
+                return;
+            }
+            let AnyNodeRef::StmtClassDef(c) = node else {
+                return;
+            };
+            let defines = |name: &str| {
+                c.body
+                    .iter()
+                    .any(|s| matches!(s, Stmt::FunctionDef(f) if f.name.as_str() == name))
+            };
+            let module_like = c.arguments.as_ref().is_some_and(|a| {
+                a.args.iter().any(|b| {
+                    let t = self.text(ruff_text_size::Ranged::range(b));
+                    t.contains("Module") || t.contains("Tensor") || t.contains("Parameter")
+                })
+            });
+            if defines("cuda") && !defines("to") && !module_like {
+                found = Some(c.name.as_str());
+            }
+        });
+        found
+    }
+
     fn is_namespace(&self, n: &ast::ExprName) -> bool {
         const NAMES: [&str; 9] = [
             "args", "opt", "opts", "flags", "FLAGS", "cfg", "config", "options", "hparams",
@@ -237,6 +274,28 @@ mod tests {
             .filter(|l| l.contains(".is_cuda") && !l.contains("= "))
             .map(|l| l.trim().to_string())
             .collect()
+    }
+
+    #[test]
+    fn a_class_with_its_own_cuda_method_makes_cuda_calls_unsafe() {
+        let src = "import torch\n\n\nclass AliasMethod(object):\n    def __init__(self, p):\n        self.prob = p\n\n    def cuda(self):\n        self.prob = self.prob.cuda()\n\n\nclass Memory(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.multinomial = AliasMethod(torch.ones(3))\n        self.multinomial.cuda()\n";
+        let out = crate::port::test_support::migrate("DEV006", src, None);
+        assert!(out.output.is_none(), "{:?}", out.output);
+        assert!(out.diagnostics.iter().any(|d| {
+            d.note
+                .as_deref()
+                .is_some_and(|n| n.contains("class `AliasMethod`"))
+        }));
+        // A module subclass that overrides cuda() keeps .to(): the fix stays.
+        let module = src.replace(
+            "class AliasMethod(object):",
+            "class AliasMethod(torch.nn.Module):",
+        );
+        assert!(
+            crate::port::test_support::migrate("DEV006", &module, None)
+                .output
+                .is_some()
+        );
     }
 
     #[test]
