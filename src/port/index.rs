@@ -33,6 +33,9 @@ pub struct RuleIndex {
     /// module-level call is what makes a program: [`facts::could_run_as_program`]), so that a
     /// library module with nothing else to check is not parsed for them.
     gated: Vec<(usize, &'static [&'static str])>,
+    /// Lints that report only in a tree whose `setup.py` builds a CUDA extension (KRN005): off
+    /// elsewhere, so that their common needle (`torch`) makes no other file be parsed.
+    extension_trees: Vec<usize>,
 }
 
 impl RuleIndex {
@@ -51,6 +54,7 @@ impl RuleIndex {
             needle_ids: vec![],
             needle_count: 0,
             gated: vec![],
+            extension_trees: vec![],
         };
         let mut needles: Vec<String> = vec![];
         for (i, r) in set.rules.iter().enumerate() {
@@ -88,6 +92,9 @@ impl RuleIndex {
                     ix.lints.push(i);
                     if let Some(words) = lint.program_gate() {
                         ix.gated.push((i, words));
+                    }
+                    if *lint == crate::port::rules::Lint::CudaExtensionImport {
+                        ix.extension_trees.push(i);
                     }
                 }
             }
@@ -146,6 +153,13 @@ impl RuleIndex {
                 for (i, words) in &self.gated {
                     active[*i] = active[*i] && words.iter().any(|w| source.contains(w));
                 }
+            }
+        }
+        if self.extension_trees.iter().any(|i| active[*i]) {
+            let built =
+                path.is_some_and(|p| !crate::port::program::extensions::built_for(p).is_empty());
+            for i in &self.extension_trees {
+                active[*i] = active[*i] && built;
             }
         }
         active
