@@ -130,12 +130,12 @@ impl<'a> Checker<'a> {
         // `.cuda()` where the file's own class (not a module) defines `cuda()` and no `.to()`.
         if rule.name == "tensor-cuda"
             && safe(d)
-            && let Some(class) = self.own_cuda_method()
+            && let Some(receiver) = m.receiver
+            && let Some(class) = self.own_cuda_method(receiver)
         {
             d.make_unsafe(&format!(
-                "not proven safe: class `{class}` of this file defines its own cuda() and no to(): \
-                 if this is one of its objects, `.to(...)` raises AttributeError; check the \
-                 receiver is a tensor or a module"
+                "not proven safe: this is an object of class `{class}` of this file, which defines \
+                 its own cuda() and no to(): `.to(...)` would raise AttributeError"
             ));
         }
         // Allocator calls that do nothing without CUDA stay quiet without an accelerator.

@@ -5,9 +5,10 @@
 //! the program's own: renaming its reads to `is_tpu` reads an attribute nobody set.
 //!
 //! Methods too: a class of the file that is not a module and defines its own `cuda()` (an
-//! alias-method sampler keeping its tables on the GPU) has no `.to()`, so `x.cuda()` there may be
-//! that class's, and `.to(device)` would raise AttributeError on every machine: the `.cuda()`
-//! fixes of such a file are unsafe ([`Checker::own_cuda_method`]).
+//! alias-method sampler keeping its tables on the GPU) has no `.to()`, so `x.cuda()` on one of
+//! its objects (a name or attribute the file assigns from a call of the class) would raise
+//! AttributeError as `.to(device)` on every machine: that fix is unsafe
+//! ([`Checker::own_cuda_method`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -213,17 +214,16 @@ impl<'a> Checker<'a> {
 
     /// Does `n` hold parsed command-line arguments (`args = parser.parse_args()`, or a name
     /// programs give them: `args`, `opt`, `flags`, `cfg`)?
-    /// A class of this module, not a `Module` (nor anything else with `.to()`), that defines
-    /// its own `cuda` method: its name.
-    pub(in crate::port::rewrite) fn own_cuda_method(&self) -> Option<&'a str> {
+    /// Whether `receiver` holds an object of a class of this module that is not a `Module`
+    /// (nor anything else with `.to()`) and defines its own `cuda` method: that class's name.
+    /// The receiver counts when the module assigns it from a call of the class
+    /// (`self.multinomial = AliasMethod(probs)`).
+    pub(in crate::port::rewrite) fn own_cuda_method(&self, receiver: &Expr) -> Option<&'a str> {
         if !self.src.contains("def cuda(") {
             return None;
         }
-        let mut found = None;
+        let mut classes: Vec<&'a str> = vec![];
         walk(&self.parsed.module.body, true, &mut |node, _| {
-            if found.is_some() {
-                return;
-            }
             let AnyNodeRef::StmtClassDef(c) = node else {
                 return;
             };
@@ -239,7 +239,30 @@ impl<'a> Checker<'a> {
                 })
             });
             if defines("cuda") && !defines("to") && !module_like {
-                found = Some(c.name.as_str());
+                classes.push(c.name.as_str());
+            }
+        });
+        if classes.is_empty() {
+            return None;
+        }
+        let wanted = self.text(ruff_text_size::Ranged::range(receiver));
+        let mut found = None;
+        walk(&self.parsed.module.body, true, &mut |node, _| {
+            let AnyNodeRef::StmtAssign(a) = node else {
+                return;
+            };
+            let Expr::Call(c) = a.value.as_ref() else {
+                return;
+            };
+            let Expr::Name(n) = c.func.as_ref() else {
+                return;
+            };
+            if let Some(class) = classes.iter().find(|k| **k == n.id.as_str())
+                && a.targets
+                    .iter()
+                    .any(|t| self.text(ruff_text_size::Ranged::range(t)) == wanted)
+            {
+                found = Some(*class);
             }
         });
         found
@@ -286,7 +309,13 @@ mod tests {
                 .as_deref()
                 .is_some_and(|n| n.contains("class `AliasMethod`"))
         }));
-        // A module subclass that overrides cuda() keeps .to(): the fix stays.
+        // Other receivers keep their fix; so does a module subclass that overrides cuda().
+        let other = src.replace("self.multinomial.cuda()", "self.table.cuda()");
+        assert!(
+            crate::port::test_support::migrate("DEV006", &other, None)
+                .output
+                .is_some()
+        );
         let module = src.replace(
             "class AliasMethod(object):",
             "class AliasMethod(torch.nn.Module):",
