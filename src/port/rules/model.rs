@@ -61,6 +61,8 @@ pub enum Lint {
     CudaExtensionImport,
     /// `m.load_state_dict(torch.load(path))` with no `map_location`.
     StateLoadWithoutMapLocation,
+    /// safetensors' `load_file`/`safe_open` onto a device other than the literal "cpu".
+    SafetensorsDevice,
 }
 
 /// Words a module that builds a convolutional network spells (`nn.Conv2d`, `torchvision`'s or
@@ -91,7 +93,7 @@ impl Lint {
     }
 
     /// Every lint: its name in rule files and what it finds.
-    pub const ALL: [(&'static str, Lint, &'static str); 16] = [
+    pub const ALL: [(&'static str, Lint, &'static str); 17] = [
         (
             "host-sync-in-loop",
             Lint::HostSyncInLoop,
@@ -171,6 +173,11 @@ impl Lint {
             "state-load-without-map-location",
             Lint::StateLoadWithoutMapLocation,
             "`m.load_state_dict(torch.load(path))` with no map_location (and no `assign=`): the fix loads onto the CPU, which load_state_dict copies onto the module's own devices",
+        ),
+        (
+            "safetensors-device",
+            Lint::SafetensorsDevice,
+            "safetensors' load_file/safe_open given a device that is not the literal \"cpu\" (safetensors knows no \"tpu\")",
         ),
     ];
 

@@ -13,6 +13,13 @@
 //! not rewritten: its other entries may be used as they were loaded. Where the program defines
 //! its own `load_state_dict` (this module, or a project module it imports: an EMA helper may
 //! keep the loaded tensors as they are), the fix is unsafe.
+//!
+//! LIB015: `safetensors.torch.load_file(path, device=...)` and `safe_open(path, framework,
+//! device=...)` with a device that is not the literal "cpu". safetensors checks the device
+//! string against its own list (cpu, cuda, mps, npu, xpu, xla, ...), so the device a port
+//! chooses on a TPU VM raises `device tpu is invalid` (set F's review). Reported, for the program
+//! to be named blocked: loading onto the CPU is the fix, by hand where the tensors are used as
+//! loaded.
 
 use ruff_python_ast::{AnyNodeRef, Expr};
 use ruff_text_size::{Ranged, TextSize};
@@ -99,5 +106,36 @@ impl Checker<'_> {
         crate::port::program::imports::modules_of(path, self.src)
             .iter()
             .any(|m| std::fs::read_to_string(&m.file).is_ok_and(|t| t.contains(DEF)))
+    }
+
+    /// LIB015's findings (see the module doc).
+    pub(super) fn safetensors_devices(&self) -> Vec<Found> {
+        const LOADERS: [&str; 3] = [
+            "safetensors.torch.load_file",
+            "safetensors.safe_open",
+            "safetensors.torch.safe_open",
+        ];
+        let mut out = vec![];
+        walk(&self.parsed.module.body, true, &mut |node, _| {
+            let AnyNodeRef::ExprCall(call) = node else {
+                return;
+            };
+            let Some(q) = self.callee(call) else { return };
+            let Some(at) = LOADERS.iter().position(|l| *l == q) else {
+                return;
+            };
+            // load_file(filename, device); safe_open(filename, framework, device).
+            let device = call
+                .arguments
+                .find_keyword("device")
+                .map(|k| &k.value)
+                .or_else(|| call.arguments.args.get(if at == 0 { 1 } else { 2 }));
+            let Some(device) = device else { return };
+            let cpu = matches!(device, Expr::StringLiteral(s) if s.value.to_str() == "cpu");
+            if !cpu {
+                out.push(Found::at(call.range()));
+            }
+        });
+        out
     }
 }

@@ -9,7 +9,7 @@
 //! script and the project modules it imports), given once on the entry script, or once per
 //! package; `ties.rs`: weights two modules share, moved to the TPU; `ddp.rs`: DDP's device
 //! index; `extension.rs`: imports of a CUDA extension the project compiles; `checkpoint.rs`:
-//! checkpoints loaded into a module with no `map_location`. Most findings are manual: the advice says what to change.
+//! checkpoints loaded into a module with no `map_location`, safetensors loads onto a device. Most findings are manual: the advice says what to change.
 
 mod checkpoint;
 mod compiled;
@@ -90,6 +90,7 @@ impl<'a> Checker<'a> {
                 Lint::DdpDeviceIndex => self.ddp_device_indices(),
                 Lint::CudaExtensionImport => self.cuda_extension_imports(),
                 Lint::StateLoadWithoutMapLocation => self.state_loads_without_map_location(),
+                Lint::SafetensorsDevice => self.safetensors_devices(),
                 // Judged over the whole run, not per file (`port::program`, the driver).
                 Lint::ProgramBlocked => vec![],
                 Lint::HalfPrecision => model::half_casts(self),
