@@ -1,7 +1,8 @@
 //! The project modules a file imports: its top-level `import` and `from ... import` statements
 //! (column 0: not under `try`/`if`, not in a function), resolved on disk to a module beside the
-//! file (as `python script.py` finds it) or in a package of its tree. The one import follower of
-//! the program model: PRG001's judgement over a run's files, and the program lints (PERF001,
+//! file (as `python script.py` finds it) or in a package of its tree, or, for a file that edits
+//! `sys.path`, in a folder beside it that the file names in a string (`"src"`, `".."`). The one
+//! import follower of the program model: PRG001's judgement over a run's files, and the program lints (PERF001,
 //! PRC008, the weight ties of DEV018) that read the other files of a program from disk; and
 //! which entry script of a tree imports a module ([`entry_importing`]).
 
@@ -38,6 +39,14 @@ pub struct Import {
 /// `__init__.py` is read only where no name it gives is a submodule (it often imports
 /// everything the package has).
 pub fn project_imports(path: &Path, text: &str) -> Vec<Import> {
+    let roots = path_folders(path, text);
+    let resolve = |path: &Path, level: usize, segments: &[&str]| {
+        resolve(path, level, segments).or_else(|| {
+            (level == 0)
+                .then(|| roots.iter().find_map(|r| module_file(r, segments)))
+                .flatten()
+        })
+    };
     let mut out: Vec<Import> = vec![];
     let mut add = |file: Option<PathBuf>, at: &Range<usize>| {
         if let Some(file) = file
@@ -89,6 +98,49 @@ pub fn project_imports(path: &Path, text: &str) -> Vec<Import> {
                 let segments: Vec<&str> = module.split('.').filter(|s| !s.is_empty()).collect();
                 add(resolve(path, 0, &segments), &at);
             }
+        }
+    }
+    out
+}
+
+/// A string literal naming a folder (`"src"`, `'lib'`, `".."`).
+static FOLDER_LITERAL: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r#"["']([\w.\-]+(?:/[\w.\-]+)*)["']"#).unwrap());
+
+/// The folders a file that edits `sys.path` may put there, for its absolute imports: each
+/// string literal of the file that names a folder beside it (`sys.path.insert(0,
+/// str(Path(__file__).parent / "src"))`, `os.path.join(os.path.dirname(__file__), "lib")`,
+/// `".."`), tried after the usual places. None for a file that does not mention `sys.path`.
+fn path_folders(path: &Path, text: &str) -> Vec<PathBuf> {
+    if !text.contains("sys.path") {
+        return vec![];
+    }
+    let Some(dir) = path.parent() else {
+        return vec![];
+    };
+    let mut out: Vec<PathBuf> = vec![];
+    for m in FOLDER_LITERAL.captures_iter(text) {
+        let name = &m[1];
+        if name == "." || name.ends_with(".py") {
+            continue;
+        }
+        // `..` taken lexically, so that the module found is the same path as when reached
+        // from its own folder.
+        let mut folder = dir.to_path_buf();
+        for part in name.split('/') {
+            match part {
+                ".." => {
+                    folder.pop();
+                }
+                "." | "" => {}
+                p => folder.push(p),
+            }
+        }
+        if !out.contains(&folder) && folder.is_dir() {
+            out.push(folder);
+        }
+        if out.len() >= 8 {
+            break;
         }
     }
     out
@@ -264,6 +316,36 @@ mod tests {
 
     fn files(found: Vec<Import>) -> Vec<PathBuf> {
         found.into_iter().map(|i| i.file).collect()
+    }
+
+    #[test]
+    fn folders_a_script_puts_on_sys_path_are_searched() {
+        let d = tempfile::tempdir().unwrap();
+        for f in [
+            "src/pipelines/train/lib.py",
+            "experiments/demo.py",
+            "train.py",
+        ] {
+            let p = d.path().join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "").unwrap();
+        }
+        let script = d.path().join("run.py");
+        let text = "import sys\nfrom pathlib import Path\nSRC = Path(__file__).parent / \"src\"\nif str(SRC) not in sys.path:\n    sys.path.insert(0, str(SRC))\nfrom pipelines.train.lib import train\n";
+        assert_eq!(
+            files(project_imports(&script, text)),
+            vec![d.path().join("src/pipelines/train/lib.py")]
+        );
+        // Without a sys.path edit the folder is not searched.
+        let plain = text.replace("sys.path", "other");
+        assert!(project_imports(&script, &plain).is_empty());
+        // `sys.path.append('..')` from a subfolder: the script above.
+        let demo = d.path().join("experiments/demo.py");
+        let up = "import sys\nsys.path.append('..')\nimport train\n";
+        assert_eq!(
+            files(project_imports(&demo, up)),
+            vec![d.path().join("train.py")]
+        );
     }
 
     #[test]
