@@ -247,6 +247,20 @@ pub fn modules_within(path: &Path, text: &str, hops: usize) -> Vec<Member> {
     reachable(path, text, hops, &imports_on_disk)
 }
 
+/// The first project module of [`modules_within`] `hops` whose text satisfies `pred` (a file
+/// that cannot be read satisfies nothing).
+pub fn module_within_that(
+    path: &Path,
+    text: &str,
+    hops: usize,
+    pred: &dyn Fn(&str) -> bool,
+) -> Option<PathBuf> {
+    modules_within(path, text, hops)
+        .into_iter()
+        .map(|m| m.file)
+        .find(|f| std::fs::read_to_string(f).is_ok_and(|t| pred(&t)))
+}
+
 /// Module file → the project modules it imports at top level.
 static IMPORTS: tree::Kept<Arc<Vec<PathBuf>>> = LazyLock::new(Default::default);
 

@@ -103,9 +103,10 @@ impl Checker<'_> {
         let Some(path) = self.facts.path.as_deref() else {
             return false;
         };
-        crate::port::program::imports::modules_of(path, self.src)
-            .iter()
-            .any(|m| std::fs::read_to_string(&m.file).is_ok_and(|t| t.contains(DEF)))
+        crate::port::program::imports::module_within_that(path, self.src, usize::MAX, &|t| {
+            t.contains(DEF)
+        })
+        .is_some()
     }
 
     /// LIB015's findings (see the module doc).

@@ -6,10 +6,10 @@
 //! anywhere in the module count (under `try`, in a function); each extension is reported once per
 //! module, at its first import.
 
-use ruff_python_ast::{self as ast, Stmt};
+use ruff_python_ast::AnyNodeRef;
 use ruff_text_size::Ranged;
 
-use super::Found;
+use super::{Found, walk};
 use crate::port::program::extensions;
 use crate::port::rewrite::Checker;
 
@@ -24,10 +24,10 @@ impl Checker<'_> {
         }
         let mut out = vec![];
         let mut seen: Vec<&str> = vec![];
-        let mut visit = |stmt: &Stmt| {
-            let imported: Vec<String> = match stmt {
-                Stmt::Import(i) => i.names.iter().map(|a| a.name.to_string()).collect(),
-                Stmt::ImportFrom(i) if i.level == 0 => {
+        walk(&self.parsed.module.body, true, &mut |node, _| {
+            let imported: Vec<String> = match node {
+                AnyNodeRef::StmtImport(i) => i.names.iter().map(|a| a.name.to_string()).collect(),
+                AnyNodeRef::StmtImportFrom(i) if i.level == 0 => {
                     let module = i.module.as_ref().map_or("", |m| m.as_str());
                     std::iter::once(module.to_string())
                         .chain(i.names.iter().map(|a| format!("{module}.{}", a.name)))
@@ -42,42 +42,12 @@ impl Checker<'_> {
             {
                 seen.push(&ext.name);
                 out.push(Found::with(
-                    stmt.range(),
+                    node.range(),
                     format!("`{}` ({}:{})", ext.name, ext.shown, ext.line),
                 ));
             }
-        };
-        each_statement(&self.parsed.module.body, &mut visit);
+        });
         out
-    }
-}
-
-/// Every statement of `body`, nested ones included, in source order.
-fn each_statement(body: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
-    for stmt in body {
-        f(stmt);
-        match stmt {
-            Stmt::If(s) => {
-                each_statement(&s.body, f);
-                for c in &s.elif_else_clauses {
-                    each_statement(&c.body, f);
-                }
-            }
-            Stmt::Try(s) => {
-                each_statement(&s.body, f);
-                for ast::ExceptHandler::ExceptHandler(h) in &s.handlers {
-                    each_statement(&h.body, f);
-                }
-                each_statement(&s.orelse, f);
-                each_statement(&s.finalbody, f);
-            }
-            Stmt::FunctionDef(s) => each_statement(&s.body, f),
-            Stmt::ClassDef(s) => each_statement(&s.body, f),
-            Stmt::With(s) => each_statement(&s.body, f),
-            Stmt::For(s) => each_statement(&s.body, f),
-            Stmt::While(s) => each_statement(&s.body, f),
-            _ => {}
-        }
     }
 }
 

@@ -16,7 +16,6 @@
 //! code or in the project modules they import ([`TIE`]), or through libraries that do
 //! ([`TYING_IMPORT`]).
 
-use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -27,6 +26,7 @@ use super::super::Checker;
 use super::Found;
 use crate::port::edit::{Edit, Fix};
 use crate::port::imports::after_imports;
+use crate::port::program::imports::module_within_that;
 use crate::port::rules::FixClass;
 
 /// A tie written in the program's own code: a module's weight assigned from another's
@@ -120,7 +120,7 @@ impl Checker<'_> {
             return Some("it ties weights".into());
         }
         let path = self.facts.path.as_deref()?;
-        let file = project_file_that(path, self.src, HOPS, &|text| {
+        let file = module_within_that(path, self.src, HOPS, &|text| {
             TIE.is_match(text) || TYING_IMPORT.is_match(text)
         })?;
         Some(format!(
@@ -184,20 +184,6 @@ fn casts_only(call: &ruff_python_ast::ExprCall) -> bool {
                 })
         }
     }
-}
-
-/// The first project module that `text` (the file at `path`) imports at top level, within
-/// `hops` modules, whose text satisfies `pred`.
-fn project_file_that(
-    path: &Path,
-    text: &str,
-    hops: usize,
-    pred: &dyn Fn(&str) -> bool,
-) -> Option<PathBuf> {
-    crate::port::program::imports::modules_within(path, text, hops)
-        .into_iter()
-        .map(|m| m.file)
-        .find(|f| std::fs::read_to_string(f).is_ok_and(|t| pred(&t)))
 }
 
 #[cfg(test)]

@@ -499,7 +499,7 @@ fn is_test_like(e: &Expr) -> bool {
 }
 
 /// Does the block end by leaving (so the code after the `if` is the other branch)?
-fn exits(s: &Stmt) -> bool {
+pub(super) fn exits(s: &Stmt) -> bool {
     match s {
         Stmt::Return(_) | Stmt::Raise(_) | Stmt::Continue(_) | Stmt::Break(_) => true,
         // `self.skipTest(...)`, `pytest.skip(...)`: the test ends there.

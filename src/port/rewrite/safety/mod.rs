@@ -185,13 +185,7 @@ impl<'a> Checker<'a> {
             d.fix.is_some() && together::FAMILIES.contains(&self.rule(d.rule).family.as_str())
         };
         if self.diags.iter().any(ported) {
-            let module = &self.parsed.module.body;
-            let defs = self.cuda_defs();
-            let path = self.facts.path.as_deref();
-            let imported_flag = |i: &ast::StmtImportFrom, name: &str| {
-                path.is_some_and(|p| crate::port::neighbours::imported_cuda_flag(p, i, name))
-            };
-            let guards = together::Guards::of(module, defs, &imported_flag);
+            let guards = self.module_guards();
             let portable = self.target == Target::Portable;
             let done =
                 together::keep_together(self.src, self.rules, &guards, &mut self.diags, portable);
@@ -211,6 +205,16 @@ impl<'a> Checker<'a> {
         self.diags = diags;
         let held = std::mem::take(&mut self.gpu_requirements);
         self.judge_gpu_requirements(&held);
+    }
+
+    /// The module's guards and CUDA names (`together`), a flag imported from a project module
+    /// counting where it still asks about CUDA there.
+    pub(in crate::port::rewrite) fn module_guards(&self) -> together::Guards {
+        let path = self.facts.path.as_deref();
+        let imported_flag = |i: &ast::StmtImportFrom, name: &str| {
+            path.is_some_and(|p| crate::port::neighbours::imported_cuda_flag(p, i, name))
+        };
+        together::Guards::of(&self.parsed.module.body, self.cuda_defs(), &imported_flag)
     }
 
     /// Question 3, last: drop fixes that touch a region with a syntax error; an unsafe fix keeps its reason as

@@ -66,13 +66,7 @@ impl Checker<'_> {
 
     /// Is nothing CUDA-only left in the program, the checks at `held` aside?
     fn program_keeps_no_cuda(&self, held: &[TextRange]) -> bool {
-        let module = &self.parsed.module.body;
-        let defs = self.cuda_defs();
-        let path = self.facts.path.as_deref();
-        let imported_flag = |i: &ruff_python_ast::StmtImportFrom, name: &str| {
-            path.is_some_and(|p| crate::port::neighbours::imported_cuda_flag(p, i, name))
-        };
-        let guards = together::Guards::of(module, defs, &imported_flag);
+        let guards = self.module_guards();
         let whole = TextRange::up_to(TextSize::of(self.src));
         if together::cuda_left_in(self.src, &self.diags, &guards, whole, held).is_some() {
             return false;
@@ -80,7 +74,7 @@ impl Checker<'_> {
         if self.cuda_only_import().is_some() {
             return false;
         }
-        let Some(path) = path else {
+        let Some(path) = self.facts.path.as_deref() else {
             return false;
         };
         crate::port::program::imports::modules_of(path, self.src)

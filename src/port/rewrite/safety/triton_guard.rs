@@ -9,7 +9,7 @@
 //! Triton"). The check keeps no fix; the devices it guards then keep theirs only where they
 //! can no longer be reached on a TPU.
 
-use ruff_python_ast::{AnyNodeRef, Stmt};
+use ruff_python_ast::{AnyNodeRef, Decorator, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
 use crate::port::rewrite::Checker;
@@ -22,14 +22,14 @@ fn says_triton(s: &str) -> bool {
     s.to_ascii_lowercase().contains("triton")
 }
 
-/// Does an `if` statement exit (return, raise, continue, or a skip call) when its test holds?
+/// Does an `if` statement exit when its test holds: a statement that leaves
+/// ([`super::guard::exits`]) or any call named for skipping (`skip(...)`, `self.skip_if(...)`)?
 fn exits(body: &[Stmt]) -> bool {
-    body.iter().any(|s| match s {
-        Stmt::Return(_) | Stmt::Raise(_) | Stmt::Continue(_) => true,
-        Stmt::Expr(e) => matches!(e.value.as_ref(), ruff_python_ast::Expr::Call(c)
-            if matches!(c.func.as_ref(), ruff_python_ast::Expr::Attribute(a) if a.attr.as_str().starts_with("skip"))
-                || matches!(c.func.as_ref(), ruff_python_ast::Expr::Name(n) if n.id.as_str().starts_with("skip"))),
-        _ => false,
+    body.iter().any(|s| {
+        super::guard::exits(s)
+            || matches!(s, Stmt::Expr(e) if matches!(e.value.as_ref(), Expr::Call(c)
+                if matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.as_str().starts_with("skip"))
+                    || matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str().starts_with("skip"))))
     })
 }
 
@@ -50,15 +50,8 @@ impl Checker<'_> {
                     return true;
                 }
                 AnyNodeRef::StmtFunctionDef(f) => {
-                    let in_decorators = f
-                        .decorator_list
-                        .iter()
-                        .any(|d| d.range().contains_range(range));
-                    if in_decorators {
-                        return f
-                            .decorator_list
-                            .iter()
-                            .any(|d| says_triton(self.text(d.range())));
+                    if let Some(paired) = self.paired_decorators(&f.decorator_list, range) {
+                        return paired;
                     }
                     // Early exits among the function's own statements.
                     let guard = f.body.iter().find(|s| s.range().contains_range(range));
@@ -68,19 +61,23 @@ impl Checker<'_> {
                         });
                 }
                 AnyNodeRef::StmtClassDef(c) => {
-                    let in_decorators = c
-                        .decorator_list
-                        .iter()
-                        .any(|d| d.range().contains_range(range));
-                    return in_decorators
-                        && c.decorator_list
-                            .iter()
-                            .any(|d| says_triton(self.text(d.range())));
+                    return self
+                        .paired_decorators(&c.decorator_list, range)
+                        .unwrap_or(false);
                 }
                 _ => {}
             }
         }
         false
+    }
+
+    /// Where the check at `range` is in one of these decorators: whether one of them asks
+    /// about Triton; None where it is not.
+    fn paired_decorators(&self, decorators: &[Decorator], range: TextRange) -> Option<bool> {
+        decorators
+            .iter()
+            .any(|d| d.range().contains_range(range))
+            .then(|| decorators.iter().any(|d| says_triton(self.text(d.range()))))
     }
 }
 
