@@ -5,7 +5,10 @@
 //! the call sites do not show. So does a module that imports such a module unconditionally
 //! (`linear.py` doing `from .kernels import fp8_gemm`, up to [`HOPS`] modules away from the
 //! Triton one): it cannot be imported without Triton either, and what it exports wraps Triton
-//! kernels. Modules are found on disk beside the file (relative imports, or absolute imports
+//! kernels. An import in a top-level `try:` counts too where the module tests no tensor's device
+//! (`try: import triton; HAS_TRITON = True`, then `if HAS_TRITON:` picks the kernel): Triton
+//! is installed beside every CUDA build of PyTorch, a TPU VM's included, so that path is taken
+//! there with TPU tensors. Modules are found on disk beside the file (relative imports, or absolute imports
 //! rooted in a directory above it); each file is read once per process.
 
 use std::collections::HashMap;
@@ -20,9 +23,12 @@ use ruff_python_ast::{AnyNodeRef, Stmt, StmtImportFrom};
 static TRITON_AT_TOP: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?m)^(import triton\b|from triton(\.[\w.]+)? import )").unwrap());
 
-/// Does this module text import Triton unconditionally at top level?
-pub fn imports_triton_at_top(text: &str) -> bool {
+/// Does this module text import Triton at top level: unconditionally, or in a `try:` where
+/// the module tests no tensor's device (so its Triton path is taken wherever Triton imports)?
+/// (`optional`: the portable port's reading; `--to tpu` reads unconditional imports only.)
+pub fn imports_triton_at_top(text: &str, optional: bool) -> bool {
     TRITON_AT_TOP.is_match(text)
+        || (optional && !tests_the_device(text) && try_imports(text).any(|(_, m)| is_triton(m)))
 }
 
 /// A module-level `from X import ...` at column 0 (so not under `try`/`if`).
@@ -49,6 +55,8 @@ fn memo(table: &Memo, path: &Path, ask: impl FnOnce(&Path) -> bool) -> bool {
 
 /// Module file → imports Triton at top level, for the files already read.
 static SEEN: Memo = LazyLock::new(Default::default);
+/// The same, optional imports included.
+static SEEN_OPTIONAL: Memo = LazyLock::new(Default::default);
 
 /// An unconditional top-level import of a library of Triton or CUDA kernels (Triton itself,
 /// Helion, Liger, FlashAttention, vLLM, ...): a module that cannot be imported without one
@@ -87,10 +95,121 @@ static INDUCTOR_AT_TOP: LazyLock<Regex> = LazyLock::new(|| {
         .unwrap()
 });
 
-fn triton_file(path: &Path) -> bool {
-    memo(&SEEN, path, |p| {
-        std::fs::read_to_string(p).is_ok_and(|t| TRITON_AT_TOP.is_match(&t))
+fn triton_file(path: &Path, optional: bool) -> bool {
+    let table = if optional { &SEEN_OPTIONAL } else { &SEEN };
+    memo(table, path, |p| {
+        std::fs::read_to_string(p).is_ok_and(|t| imports_triton_at_top(&t, optional))
     })
+}
+
+fn is_triton(module: &str) -> bool {
+    module == "triton" || module.starts_with("triton.")
+}
+
+/// A test of a tensor's or a device's type (`x.is_cuda`, `t.device.type == "cuda"`): a
+/// module that has one may take its Triton path only for CUDA tensors.
+static DEVICE_TEST: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"\bis_cuda\b|\b(type|device_type)\s*(==|!=|in|not in)\s*[(\[]?\s*["']cuda"#)
+        .unwrap()
+});
+
+fn tests_the_device(text: &str) -> bool {
+    DEVICE_TEST.is_match(text)
+}
+
+/// An import statement at any indentation (a one-line `try: import triton` too):
+/// `from (dots)(module) import (names)` or `import (module)`.
+static ANY_IMPORT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?m)^([ \t]*)(try:[ \t]*)?(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)|import[ \t]+([\w.]+))",
+    )
+    .unwrap()
+});
+
+/// One import of a module: its leading dots, its module, the names it takes (`a, b as c`; empty
+/// for `import m`), and whether it sits in the body of a top-level `try:`.
+struct Imported<'t> {
+    dots: usize,
+    module: &'t str,
+    names: &'t str,
+    optional: bool,
+}
+
+/// The imports at column 0 and in the bodies of top-level `try:` blocks (`try: import triton;
+/// HAS_TRITON = True`, `try: from .kernels import fused_add`): optional, but taken wherever the
+/// library is installed, as Triton is beside every CUDA build of PyTorch, a TPU VM's included.
+/// The `except` branch (the fallback) and imports under `if` or in functions are not read.
+fn module_imports(text: &str) -> impl Iterator<Item = Imported<'_>> {
+    ANY_IMPORT.captures_iter(text).filter_map(move |c| {
+        let at = c.get(0)?.start();
+        let indented = !c[1].is_empty();
+        let optional = if c.get(2).is_some() {
+            !indented
+        } else if indented {
+            // The statement at column 0 that holds this line.
+            let holder = text[..at].lines().rev().find(|l| {
+                !l.starts_with([' ', '\t']) && !l.trim().is_empty() && !l.starts_with('#')
+            });
+            holder.is_some_and(|l| l.starts_with("try:"))
+        } else {
+            false
+        };
+        if indented && !optional {
+            return None;
+        }
+        let (dots, module, names) = match (c.get(3), c.get(4), c.get(5), c.get(6)) {
+            (Some(d), Some(m), Some(n), _) => (d.as_str().len(), m.as_str(), n.as_str()),
+            (_, _, _, Some(m)) => (0, m.as_str(), ""),
+            _ => return None,
+        };
+        Some(Imported {
+            dots,
+            module,
+            names,
+            optional,
+        })
+    })
+}
+
+/// The modules a top-level `try:` imports, as (leading dots, module).
+fn try_imports(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    module_imports(text)
+        .filter(|i| i.optional)
+        .map(|i| (i.dots, i.module))
+}
+
+/// The names an import list gives (`(a, b as c)` → a, b), without what they are bound as.
+fn imported_names(list: &str) -> impl Iterator<Item = &str> {
+    list.trim_matches(|c| c == '(' || c == ')')
+        .split(',')
+        .filter_map(|n| n.split_whitespace().next())
+}
+
+/// The modules of the package whose `__init__.py` is `init` that give the names `list` takes
+/// from it: a submodule of that name, or the module the `__init__.py` imports the name from.
+fn init_sources(init: &Path, list: &str) -> Vec<PathBuf> {
+    let Some(dir) = init.parent() else {
+        return Vec::new();
+    };
+    let wanted: Vec<&str> = imported_names(list).collect();
+    let mut out: Vec<PathBuf> = wanted
+        .iter()
+        .filter_map(|n| module_file(dir, &[n]))
+        .collect();
+    let Ok(text) = std::fs::read_to_string(init) else {
+        return out;
+    };
+    for i in module_imports(&text) {
+        if imported_names(i.names).any(|n| wanted.contains(&n)) {
+            let segments: Vec<&str> = i.module.split('.').filter(|s| !s.is_empty()).collect();
+            if let Some(file) = resolve_module(init, i.dots, &segments)
+                && file.file_name().is_none_or(|n| n != "__init__.py")
+            {
+                out.push(file);
+            }
+        }
+    }
+    out
 }
 
 /// Module file → imports a kernel library or Inductor's compiler at top level.
@@ -116,25 +235,41 @@ fn kernel_file(path: &Path) -> bool {
 }
 
 /// Module file → the module of its own project it imports at top level that imports Triton.
-static BOUND: LazyLock<Mutex<HashMap<PathBuf, Option<PathBuf>>>> = LazyLock::new(Default::default);
+/// (Keyed by the file and whether optional imports are read.)
+type Bound = HashMap<(PathBuf, bool), Option<PathBuf>>;
+static BOUND: LazyLock<Mutex<Bound>> = LazyLock::new(Default::default);
 
 /// The first project module that the module text `text` of the file `path` imports at top
-/// level and that imports Triton, within `hops` modules. Packages' `__init__.py` are not
-/// followed (they import everything; a Triton one would be reached through its module).
-pub fn triton_import_in(path: &Path, text: &str, hops: usize) -> Option<PathBuf> {
+/// level and that imports Triton, within `hops` modules. A package's `__init__.py` is followed
+/// only to the modules that give the names taken from it (it often imports everything).
+pub fn triton_import_in(path: &Path, text: &str, hops: usize, optional: bool) -> Option<PathBuf> {
     if hops == 0 {
         return None;
     }
-    for m in FROM_AT_TOP.captures_iter(text) {
-        let level = m[1].len();
-        let segments: Vec<&str> = m[2].split('.').filter(|s| !s.is_empty()).collect();
-        let Some(file) = resolve_module(path, level, &segments) else {
+    // Top-level imports, and those a top-level `try:` makes where the module tests no device.
+    let read = optional && !tests_the_device(text);
+    for i in module_imports(text).filter(|i| !i.optional || read) {
+        let segments: Vec<&str> = i.module.split('.').filter(|s| !s.is_empty()).collect();
+        let Some(file) = resolve_module(path, i.dots, &segments) else {
             continue;
         };
-        if file.file_name().is_some_and(|n| n == "__init__.py") || file == path {
+        if file == path {
             continue;
         }
-        if triton_file(&file) || triton_bound(&file, hops - 1) {
+        // A package: the modules that give the names taken from it.
+        if file.file_name().is_some_and(|n| n == "__init__.py") {
+            if !optional {
+                continue;
+            }
+            let found = init_sources(&file, i.names).into_iter().find(|f| {
+                f != path && (triton_file(f, optional) || triton_bound(f, hops - 1, optional))
+            });
+            if found.is_some() {
+                return found;
+            }
+            continue;
+        }
+        if triton_file(&file, optional) || triton_bound(&file, hops - 1, optional) {
             return Some(file);
         }
     }
@@ -142,18 +277,19 @@ pub fn triton_import_in(path: &Path, text: &str, hops: usize) -> Option<PathBuf>
 }
 
 /// Does the module at `path` import Triton, itself or through `hops` project modules?
-fn triton_bound(path: &Path, hops: usize) -> bool {
+fn triton_bound(path: &Path, hops: usize, optional: bool) -> bool {
     if hops == 0 {
         return false;
     }
-    if let Some(known) = BOUND.lock().ok().and_then(|b| b.get(path).cloned()) {
+    let key = (path.to_path_buf(), optional);
+    if let Some(known) = BOUND.lock().ok().and_then(|b| b.get(&key).cloned()) {
         return known.is_some();
     }
     let found = std::fs::read_to_string(path)
         .ok()
-        .and_then(|t| triton_import_in(path, &t, hops));
+        .and_then(|t| triton_import_in(path, &t, hops, optional));
     if let Ok(mut b) = BOUND.lock() {
-        b.insert(path.to_path_buf(), found.clone());
+        b.insert(key, found.clone());
     }
     found.is_some()
 }
@@ -317,99 +453,5 @@ pub fn cuda_only_imports(path: &Path, body: &[Stmt]) -> HashMap<String, String> 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_from_triton_modules_of_the_project() {
-        let dir = std::env::temp_dir().join(format!("tpuport-neighbours-{}", std::process::id()));
-        let pkg = dir.join("pkg");
-        std::fs::create_dir_all(pkg.join("kernels")).unwrap();
-        std::fs::write(pkg.join("__init__.py"), "").unwrap();
-        std::fs::write(pkg.join("kernels/__init__.py"), "").unwrap();
-        std::fs::write(
-            pkg.join("kernels/fp8.py"),
-            "import triton\n\ndef to_fp8(x):\n    pass\n",
-        )
-        .unwrap();
-        std::fs::write(
-            pkg.join("kernels/ref.py"),
-            "try:\n    import triton\nexcept ImportError:\n    triton = None\n",
-        )
-        .unwrap();
-        let src = "from pkg.kernels.fp8 import to_fp8 as f\nfrom .fp8 import to_fp8\nfrom pkg.kernels.ref import r\nfrom torch import nn\n";
-        let parsed = crate::port::parse::parse(src);
-        let names = cuda_only_imports(&pkg.join("kernels/test_fp8.py"), &parsed.module.body);
-        let mut keys: Vec<&String> = names.keys().collect();
-        keys.sort();
-        assert_eq!(keys, ["f", "to_fp8"]);
-
-        // A test of those kernels keeps its CUDA check and its device (`--to tpu`: the
-        // portable device is CUDA's own under a CUDA test, and is ported).
-        use crate::port::{RuleIndex, RuleSet, Settings, Target, migrate_source_at};
-        let tpu = Settings {
-            to: Target::Tpu,
-            ..Settings::default()
-        };
-        let rules = RuleSet::builtin();
-        let index = RuleIndex::new(&rules);
-        let test = "import torch\nfrom pkg.kernels.fp8 import to_fp8\n\n\ndef test_fp8():\n    assert torch.cuda.is_available()\n    x = torch.randn(4, device=\"cuda\")\n    to_fp8(x)\n";
-        let at = pkg.join("kernels/test_fp8.py");
-        let out = migrate_source_at(test, Some(&at), &rules, &index, tpu);
-        assert!(out.output.is_none(), "{:?}", out.output);
-        // Without the Triton module beside it, the test is ported.
-        let out = migrate_source_at(test, None, &rules, &index, tpu);
-        assert!(out.output.is_some());
-
-        // Two modules away: `pkg/linear.py` imports the kernels, a helper imports `linear`.
-        std::fs::write(
-            pkg.join("linear.py"),
-            "import torch\nfrom pkg.kernels.fp8 import to_fp8\n\nclass Lin:\n    pass\n",
-        )
-        .unwrap();
-        std::fs::write(pkg.join("plain.py"), "import torch\n").unwrap();
-        let helper = "import torch\nfrom pkg.linear import Lin\n\n\ndef make(device=\"cuda\"):\n    return torch.zeros(1, device=device)\n";
-        let at = pkg.join("helpers.py");
-        let via = triton_import_in(&at, helper, HOPS).unwrap();
-        assert!(via.ends_with("linear.py"), "{via:?}");
-        let out = migrate_source_at(helper, Some(&at), &rules, &index, tpu);
-        assert!(out.output.is_none(), "{:?}", out.output);
-        let unsafe_note = out.diagnostics.iter().any(|d| {
-            d.fix.as_ref().is_some_and(|f| {
-                f.applicability == crate::port::rules::FixClass::Unsafe
-                    && d.note
-                        .as_deref()
-                        .is_some_and(|n| n.contains("`linear` (which imports Triton)"))
-            })
-        });
-        assert!(unsafe_note, "{:?}", out.diagnostics);
-        let names = cuda_only_imports(&at, &crate::port::parse::parse(helper).module.body);
-        assert!(names.contains_key("Lin"));
-        // A module importing only portable project modules is ported.
-        let plain = helper.replace("pkg.linear import Lin", "pkg.plain import torch as t");
-        assert!(triton_import_in(&at, &plain, HOPS).is_none());
-        let out = migrate_source_at(&plain, Some(&at), &rules, &index, tpu);
-        assert!(out.output.is_some());
-
-        // A flag another module of the project computes from CUDA selects CUDA code here too.
-        std::fs::write(
-            pkg.join("guards.py"),
-            "import torch\n\nFLEX = (\n    torch.__version__ >= \"2.5\"\n    and torch.cuda.is_available()\n)\nNEW = torch.__version__ >= \"2.5\"\n",
-        )
-        .unwrap();
-        let user = "import torch\nfrom pkg.guards import FLEX\n\n\ndef mask(ids):\n    if FLEX:\n        return ids.to(\"cuda\")\n    return ids\n";
-        let at = pkg.join("attention.py");
-        let out = migrate_source_at(user, Some(&at), &rules, &index, tpu);
-        assert!(out.output.is_none(), "{:?}", out.output);
-        let portable = migrate_source_at(user, Some(&at), &rules, &index, Settings::default());
-        assert!(
-            portable
-                .output
-                .is_some_and(|o| o.contains("ids.to(torch.accelerator.current_accelerator())"))
-        );
-        let new = user.replace("FLEX", "NEW");
-        let out = migrate_source_at(&new, Some(&at), &rules, &index, tpu);
-        assert!(out.output.is_some_and(|o| o.contains("ids.to(\"tpu\")")));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-}
+#[path = "neighbours_tests.rs"]
+mod tests;

@@ -238,7 +238,10 @@ impl<'a> Checker<'a> {
     /// through a project module it imports.
     fn cuda_only_import(&self) -> Option<String> {
         use crate::port::neighbours::{HOPS, imports_triton_at_top, triton_import_in};
-        if imports_triton_at_top(self.src) {
+        // The portable port also reads optional imports (`try: import triton`) and packages'
+        // re-exports: a Triton path taken wherever Triton imports is taken on a TPU VM too.
+        let optional = self.target == Target::Portable;
+        if imports_triton_at_top(self.src, optional) {
             return Some("Triton".into());
         }
         // Another CUDA-only library (`import flash_attn`), imported unconditionally; in a test
@@ -276,7 +279,7 @@ impl<'a> Checker<'a> {
             }
         }
         let path = self.facts.path.as_deref()?;
-        let via = triton_import_in(path, self.src, HOPS)?;
+        let via = triton_import_in(path, self.src, HOPS, optional)?;
         let name = via.file_stem().map(|s| s.to_string_lossy().into_owned());
         Some(format!(
             "`{}` (which imports Triton)",

@@ -9,9 +9,11 @@
 //! on every rank but 0 (once the inputs are on the device). `output_device` is not used for a
 //! single-device module.
 //!
-//! The fix writes `device_ids=[i % torch.accelerator.device_count()]` (as CUD004 does for
-//! `set_device`): the same GPU on a CUDA machine, where a local rank is below the device count,
-//! and 0 on a TPU. A `torch.device` (or a name that says it is one) is reported, not rewritten:
+//! The fix writes `device_ids=[i % torch.accelerator.device_count()]`: the same GPU on a CUDA
+//! machine, where a local rank is below the device count, and 0 on a TPU, where the module is
+//! on its device by then, so the runtime has started and a torchrun process counts its one
+//! device. (Before the runtime starts `device_count()` answers the host's chip count, which is
+//! why CUD004 guards `set_device_index` instead: `safety/device_index.rs`.) A `torch.device` (or a name that says it is one) is reported, not rewritten:
 //! `%` does not apply to it.
 
 use std::sync::LazyLock;

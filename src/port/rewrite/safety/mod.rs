@@ -34,6 +34,7 @@
 pub(in crate::port::rewrite) mod callers;
 pub(in crate::port::rewrite) mod comments;
 pub(in crate::port::rewrite) mod cuda_only;
+pub(in crate::port::rewrite) mod device_index;
 pub(in crate::port::rewrite) mod foreign;
 pub(in crate::port::rewrite) mod group;
 pub(in crate::port::rewrite) mod guard;
@@ -141,6 +142,10 @@ impl<'a> Checker<'a> {
         // Allocator calls that do nothing without CUDA stay quiet without an accelerator.
         if self.target == Target::Portable {
             self.keep_quiet_without_accelerator(rule, m, d);
+            // A variable device index is set only where the accelerator is not a TPU.
+            self.set_device_index_off_the_tpu(rule, m, d);
+            // A device count compared with ranks counts one device per process on a TPU.
+            self.device_count_against_ranks(rule, m, d);
         }
     }
 

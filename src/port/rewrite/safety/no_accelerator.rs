@@ -64,41 +64,18 @@ impl<'a> Checker<'a> {
             "torch.accelerator.is_available",
             &self.ctx_at(TextRange::empty(call.start())),
         );
-        let statement = match self.stack.iter().rev().find_map(|n| n.as_stmt_ref()) {
-            Some(ruff_python_ast::StmtRef::Expr(s)) if s.value.range() == call => Some(s.range()),
-            _ => None,
-        };
-        let alone = |r: TextRange| {
-            let line_start = self.src[..r.start().to_usize()]
-                .rfind('\n')
-                .map_or(0, |i| i + 1);
-            let before = &self.src[line_start..r.start().to_usize()];
-            let after = self.src[r.end().to_usize()..].lines().next().unwrap_or("");
-            before.trim().is_empty()
-                && (after.trim().is_empty() || after.trim_start().starts_with('#'))
-        };
-        let renamed = |range: TextRange, edits: &[Edit]| {
-            let mut text = self.text(range).to_string();
-            let mut sorted: Vec<&Edit> = edits.iter().collect();
-            sorted.sort_by_key(|e| std::cmp::Reverse(e.range.start()));
-            for e in sorted {
-                let start = (e.range.start() - range.start()).to_usize();
-                let end = (e.range.end() - range.start()).to_usize();
-                text.replace_range(start..end, &e.content);
-            }
-            text
-        };
+        let statement = self.statement_of_call(call);
         if !fix.edits.iter().all(|e| call.contains_range(e.range)) {
             return;
         }
         let replacement = match statement {
-            Some(s) if alone(s) && indent_of(self.src, s.start()).is_some() => {
+            Some(s) if self.alone_on_its_lines(s) && indent_of(self.src, s.start()).is_some() => {
                 let indent = indent_of(self.src, s.start()).unwrap_or_default();
-                let body = renamed(s, &fix.edits);
+                let body = self.edited_text(s, &fix.edits);
                 Edit::replace(s, format!("if {avail}():\n{indent}    {body}"))
             }
             _ => {
-                let body = renamed(call, &fix.edits);
+                let body = self.edited_text(call, &fix.edits);
                 // No parentheses where the value stands alone: an argument, an assigned or
                 // returned value.
                 let parent = self.stack.iter().rev().find(|n| n.range() != call);
@@ -116,6 +93,39 @@ impl<'a> Checker<'a> {
         };
         fix.edits = vec![replacement];
         fix.imports.extend(import);
+    }
+
+    /// The statement that is the call at `call` and nothing else (`torch.cuda.empty_cache()`
+    /// on its own), if the call is one.
+    pub(super) fn statement_of_call(&self, call: TextRange) -> Option<TextRange> {
+        match self.stack.iter().rev().find_map(|n| n.as_stmt_ref()) {
+            Some(ruff_python_ast::StmtRef::Expr(s)) if s.value.range() == call => Some(s.range()),
+            _ => None,
+        }
+    }
+
+    /// Is `r` alone on its lines: nothing before it on its first line, at most a comment after
+    /// it on its last? (Then it can be put under an `if` of its own.)
+    pub(super) fn alone_on_its_lines(&self, r: TextRange) -> bool {
+        let line_start = self.src[..r.start().to_usize()]
+            .rfind('\n')
+            .map_or(0, |i| i + 1);
+        let before = &self.src[line_start..r.start().to_usize()];
+        let after = self.src[r.end().to_usize()..].lines().next().unwrap_or("");
+        before.trim().is_empty() && (after.trim().is_empty() || after.trim_start().starts_with('#'))
+    }
+
+    /// The text of `range` once `edits` (all inside it) are made.
+    pub(super) fn edited_text(&self, range: TextRange, edits: &[Edit]) -> String {
+        let mut text = self.text(range).to_string();
+        let mut sorted: Vec<&Edit> = edits.iter().collect();
+        sorted.sort_by_key(|e| std::cmp::Reverse(e.range.start()));
+        for e in sorted {
+            let start = (e.range.start() - range.start()).to_usize();
+            let end = (e.range.end() - range.start()).to_usize();
+            text.replace_range(start..end, &e.content);
+        }
+        text
     }
 
     /// Is the finding at `at` reached only where an accelerator (or CUDA) is there: in the

@@ -309,6 +309,20 @@ mod tests {
             "try:\n    import triton\nexcept ImportError:\n    triton = None\n",
         );
         assert!(migrate(&optional, false).contains("device=\"tpu\""));
+        // The portable port reads it too: an optional Triton import is taken wherever Triton
+        // is installed (beside every CUDA build of PyTorch), unless the module asks for a CUDA
+        // tensor before its kernels.
+        let portable = |src: &str| {
+            use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
+            let rules = RuleSet::builtin();
+            let index = RuleIndex::new(&rules);
+            let out = migrate_source(src, &rules, &index, Settings::default());
+            out.output.unwrap_or_else(|| src.to_string())
+        };
+        assert_eq!(portable(&optional), optional);
+        let tested =
+            format!("{optional}\n\ndef add(x):\n    return x.is_cuda and triton is not None\n");
+        assert!(portable(&tested).contains("torch.accelerator"));
         // Other CUDA-only libraries and PyTorch names imported at top level count too; a
         // project's helper named for CUDA does not.
         let flash = src.replace("import triton\n", "import flash_attn\n");

@@ -1,0 +1,214 @@
+//! `torch.cuda.set_device(local_rank)` under the portable port. TorchTPU binds each process to
+//! one device (from `LOCAL_RANK`) and cannot switch it: `torch.accelerator.set_device_index(i)`
+//! starts the runtime and raises for any index but the process's own, 0 ("Device index 1 is out
+//! of bounds of the number of addressable devices 1"). `i % torch.accelerator.device_count()`
+//! does not help where the call comes first, as it does in a torchrun script: before the runtime
+//! starts, `device_count()` answers the host's chip count (4 on a v5e-4 VM; 0 where there is no
+//! TPU), so rank 1 still asks for device 1 (tried on TorchTPU 0.2.0 over XLA:CPU).
+//!
+//! So a variable index is set only where the accelerator is not a TPU:
+//!
+//! ```python
+//! if torch.accelerator.current_accelerator().type != "tpu":
+//!     torch.accelerator.set_device_index(local_rank)
+//! ```
+//!
+//! On CUDA it selects the same GPU as before; on a TPU the process keeps its own device.
+//! A literal 0 needs no guard. A call that is not its own statement gets an unsafe fix.
+//!
+//! The device count is the other half: once the runtime has started (the first tensor, or
+//! `init_process_group("tpu_dist")`, which starts it), a torchrun process on a TPU VM counts its
+//! one device. So `torch.cuda.device_count()` compared with a rank, a world size or a GPU index
+//! (`assert local_rank < torch.cuda.device_count()`, or a name assigned from it and compared so
+//! in the same file) would fail on every rank but 0: that fix is unsafe, with the reason.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use ruff_python_ast::{AnyNodeRef, Expr};
+use ruff_text_size::{Ranged, TextRange};
+
+use crate::port::diagnostic::Diagnostic;
+use crate::port::edit::{Edit, indent_of};
+use crate::port::rewrite::{Checker, Match};
+use crate::port::rules::{FixClass, Rule};
+use crate::port::template;
+
+static RANK_LIKE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)rank|world|nproc|num_proc|gpu_?(id|idx|index)\b|\bgpu\b|\bdevice_?(id|idx|index)\b",
+    )
+    .unwrap()
+});
+
+const COUNT_AGAINST_RANKS: &str = "not proven safe: the device count is compared with a rank, \
+a world size or a device index, and a torchrun process on a TPU VM counts its one device once \
+the runtime has started (init_process_group(\"tpu_dist\") starts it), where a CUDA process \
+counts every GPU: check what the comparison needs";
+
+const NOT_ITS_OWN_STATEMENT: &str = "not proven safe: TorchTPU binds each process to one device \
+and raises for any other index, so the call must run only where the accelerator is not a TPU, \
+and it is not a statement of its own that an `if` could hold";
+
+impl<'a> Checker<'a> {
+    /// Keep a variable device index off the TPU (see the module doc).
+    pub(in crate::port::rewrite) fn set_device_index_off_the_tpu(
+        &self,
+        rule: &Rule,
+        m: &Match<'a>,
+        d: &mut Diagnostic,
+    ) {
+        if rule.name != "cuda-set-device" {
+            return;
+        }
+        let Some(call) = m.call else { return };
+        let Some(fix) = d.fix.as_mut() else { return };
+        if fix.applicability != FixClass::Safe {
+            return;
+        }
+        let arg = call
+            .arguments
+            .args
+            .first()
+            .or_else(|| call.arguments.find_keyword("device").map(|k| &k.value));
+        // Index 0 is every TorchTPU process's own.
+        let zero = match arg {
+            Some(Expr::NumberLiteral(n)) => self.text(n.range()) == "0",
+            Some(Expr::StringLiteral(s)) => matches!(s.value.to_str(), "cuda:0" | "0"),
+            _ => false,
+        };
+        if zero
+            || !fix
+                .edits
+                .iter()
+                .all(|e| call.range().contains_range(e.range))
+        {
+            return;
+        }
+        let statement = self
+            .statement_of_call(call.range())
+            .filter(|s| self.alone_on_its_lines(*s));
+        let indent = statement.and_then(|s| indent_of(self.src, s.start()));
+        let (Some(statement), Some(indent)) = (statement, indent) else {
+            d.make_unsafe(NOT_ITS_OWN_STATEMENT);
+            return;
+        };
+        let (current, import) = template::qualify(
+            "torch.accelerator.current_accelerator",
+            &self.ctx_at(TextRange::empty(call.start())),
+        );
+        let body = self.edited_text(statement, &fix.edits);
+        fix.edits = vec![Edit::replace(
+            statement,
+            format!("if {current}().type != \"tpu\":\n{indent}    {body}"),
+        )];
+        fix.imports.extend(import);
+    }
+}
+
+impl<'a> Checker<'a> {
+    /// A device count compared with ranks is unsafe (see the module doc).
+    pub(in crate::port::rewrite) fn device_count_against_ranks(
+        &self,
+        rule: &Rule,
+        m: &Match<'a>,
+        d: &mut Diagnostic,
+    ) {
+        if rule.name != "cuda-device-count"
+            || d.fix
+                .as_ref()
+                .is_none_or(|f| f.applicability != FixClass::Safe)
+        {
+            return;
+        }
+        let mut compared = false;
+        let mut assigned: Option<&str> = None;
+        for n in self.stack.iter().rev() {
+            match n {
+                AnyNodeRef::ExprCompare(c) => {
+                    compared = std::iter::once(&*c.left)
+                        .chain(c.comparators.iter())
+                        .filter(|e| !e.range().contains_range(m.range))
+                        .any(|e| RANK_LIKE.is_match(self.text(e.range())));
+                    break;
+                }
+                AnyNodeRef::StmtAssign(a) => {
+                    if let [Expr::Name(t)] = a.targets.as_slice() {
+                        assigned = Some(t.id.as_str());
+                    }
+                    break;
+                }
+                n if n.is_statement() => break,
+                _ => {}
+            }
+        }
+        // `n = torch.cuda.device_count()`, then `assert local_rank < n` in this file.
+        if let Some(name) = assigned {
+            let name = regex::escape(name);
+            let side = r"[\w.\[\]'\x22]*";
+            let pattern = format!(
+                r"(?i)\b{name}\b\s*(<=?|>=?|==|!=)\s*{side}(rank|world|nproc|gpu){side}|(rank|world|nproc|gpu){side}\s*(<=?|>=?|==|!=)\s*\b{name}\b"
+            );
+            compared = Regex::new(&pattern).is_ok_and(|re| re.is_match(self.src));
+        }
+        if compared {
+            d.make_unsafe(COUNT_AGAINST_RANKS);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::port::test_support::migrate;
+
+    #[test]
+    fn a_variable_device_index_is_set_only_off_the_tpu() {
+        let src = "import os\nimport torch\n\n\ndef main():\n    local_rank = int(os.environ[\"LOCAL_RANK\"])\n    torch.cuda.set_device(local_rank)  # one GPU per process\n    torch.cuda.set_device(0)\n    ok = torch.cuda.set_device(local_rank) or True\n    return ok\n";
+        let r = migrate("CUD004", src, None);
+        let out = r.output.unwrap_or_default();
+        assert!(
+            out.contains("    if torch.accelerator.current_accelerator().type != \"tpu\":\n        torch.accelerator.set_device_index(local_rank)  # one GPU per process\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("\n    torch.accelerator.set_device_index(0)\n"),
+            "{out}"
+        );
+        // Inside an expression no `if` can hold it: unsafe, with the reason.
+        assert!(
+            out.contains("ok = torch.cuda.set_device(local_rank) or True"),
+            "{out}"
+        );
+        assert!(
+            r.diagnostics.iter().any(|d| d
+                .note
+                .as_deref()
+                .is_some_and(|n| n.contains("binds each process"))),
+            "{:?}",
+            r.diagnostics
+        );
+    }
+
+    #[test]
+    fn a_device_count_compared_with_ranks_is_unsafe() {
+        let src = "import os\nimport torch\n\nlocal_rank = int(os.environ[\"LOCAL_RANK\"])\nassert local_rank < torch.cuda.device_count()\nassert torch.cuda.device_count() >= args.world_size\nn = torch.cuda.device_count()\nif args.local_rank >= n:\n    raise SystemExit(1)\nm = torch.cuda.device_count()\nif m > 1:\n    print(m)\nbatch = 64 * torch.cuda.device_count()\n";
+        let out = migrate("CUD002", src, None).output.unwrap_or_default();
+        assert!(
+            out.contains("assert local_rank < torch.cuda.device_count()\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("assert torch.cuda.device_count() >= args.world_size\n"),
+            "{out}"
+        );
+        assert!(out.contains("n = torch.cuda.device_count()\n"), "{out}");
+        assert!(
+            out.contains("m = torch.accelerator.device_count()\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("batch = 64 * torch.accelerator.device_count()\n"),
+            "{out}"
+        );
+    }
+}
