@@ -240,7 +240,7 @@ pub(super) fn compile_rule(
         Some(PortableDef::Action(a)) => {
             let fix = a.fix.unwrap_or(def.fix);
             let safety = a.fix_safety.clone().or(def.fix_safety.clone());
-            let mut v = compile_variant(fix, safety, &a, &matcher, false)?;
+            let mut v = compile_variant(fix, safety, &a, &matcher, own_fix)?;
             v.extends = a.extends;
             Portable::Own(Box::new(v))
         }

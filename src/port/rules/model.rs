@@ -75,7 +75,10 @@ impl Lint {
     pub fn fixes(self) -> bool {
         matches!(
             self,
-            Lint::SharedWeightsMove | Lint::DdpDeviceIndex | Lint::StateLoadWithoutMapLocation
+            Lint::SharedWeightsMove
+                | Lint::DdpDeviceIndex
+                | Lint::StateLoadWithoutMapLocation
+                | Lint::SafetensorsDevice
         )
     }
 
@@ -354,7 +357,9 @@ impl Rule {
 
     /// Does the portable mode rewrite this rule's matches differently from `--to tpu`?
     pub fn portable_differs(&self) -> bool {
-        !matches!(self.portable, Portable::Same) && self.literal.fix != FixClass::Manual
+        !matches!(self.portable, Portable::Same)
+            && (self.literal.fix != FixClass::Manual
+                || self.variant(Target::Portable).fix != FixClass::Manual)
     }
 
     /// What else decides the rule's effect, one line each, for `tpuport rule ID`: the files it

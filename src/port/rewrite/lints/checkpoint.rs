@@ -17,9 +17,14 @@
 //! LIB015: `safetensors.torch.load_file(path, device=...)` and `safe_open(path, framework,
 //! device=...)` with a device that is not the literal "cpu". safetensors checks the device
 //! string against its own list (cpu, cuda, mps, npu, xpu, xla, ...), so the device a port
-//! chooses on a TPU VM raises `device tpu is invalid` (set F's review). Reported, for the program
-//! to be named blocked: loading onto the CPU is the fix, by hand where the tensors are used as
-//! loaded.
+//! chooses on a TPU VM raises `device tpu is invalid` (set F's review). Under the portable port,
+//! `load_file(path, device=X)` with X a plain value (a name, an attribute, `str(name)`) gets a
+//! safe fix that keeps the call where the device is not a TPU and, on a TPU, loads onto the CPU
+//! and moves each tensor to X:
+//! `load_file(p, device=X) if torch.device(X).type != "tpu" else {k: v.to(X) for k, v in
+//! load_file(p).items()}`. A CUDA machine runs the very call it ran; a TPU gets the same dict on
+//! its device. `safe_open` (a handle whose tensors are read later) and other devices are
+//! reported, for the program to be named blocked.
 
 use ruff_python_ast::{AnyNodeRef, Expr};
 use ruff_text_size::{Ranged, TextSize};
@@ -111,13 +116,8 @@ impl Checker<'_> {
 
     /// LIB015's findings (see the module doc).
     pub(super) fn safetensors_devices(&self) -> Vec<Found> {
-        const LOADERS: [&str; 3] = [
-            "safetensors.torch.load_file",
-            "safetensors.safe_open",
-            "safetensors.torch.safe_open",
-        ];
         let mut out = vec![];
-        walk(&self.parsed.module.body, true, &mut |node, _| {
+        walk(&self.parsed.module.body, true, &mut |node, stack| {
             let AnyNodeRef::ExprCall(call) = node else {
                 return;
             };
@@ -125,18 +125,164 @@ impl Checker<'_> {
             let Some(at) = LOADERS.iter().position(|l| *l == q) else {
                 return;
             };
-            // load_file(filename, device); safe_open(filename, framework, device).
-            let device = call
-                .arguments
-                .find_keyword("device")
-                .map(|k| &k.value)
-                .or_else(|| call.arguments.args.get(if at == 0 { 1 } else { 2 }));
-            let Some(device) = device else { return };
+            // Already kept off the TPU (this fix's own form).
+            let guarded = stack.iter().any(|n| {
+                matches!(n, AnyNodeRef::ExprIf(e) if self.text(e.test.range()).contains("\"tpu\""))
+            });
+            if guarded {
+                return;
+            }
+            // Parenthesized where the call is an operand of a larger expression.
+            let operand = !matches!(
+                stack.last(),
+                None | Some(
+                    AnyNodeRef::StmtAssign(_)
+                        | AnyNodeRef::StmtAnnAssign(_)
+                        | AnyNodeRef::StmtReturn(_)
+                        | AnyNodeRef::StmtExpr(_)
+                        | AnyNodeRef::Arguments(_)
+                        | AnyNodeRef::Keyword(_)
+                )
+            );
+            let Some(device) = loader_device(call, at) else {
+                return;
+            };
             let cpu = matches!(device, Expr::StringLiteral(s) if s.value.to_str() == "cpu");
             if !cpu {
-                out.push(Found::at(call.range()));
+                let fix = (at == 0 && self.target == crate::port::rules::Target::Portable)
+                    .then(|| self.safetensors_load_off_the_tpu(call, device, operand))
+                    .flatten();
+                out.push(Found {
+                    range: call.range(),
+                    detail: String::new(),
+                    fix,
+                });
             }
         });
         out
+    }
+
+    /// LIB015's portable fix for `load_file(path, device=X)` (see the module doc): only where
+    /// the path and X are plain values, read twice without harm.
+    fn safetensors_load_off_the_tpu(
+        &self,
+        call: &ruff_python_ast::ExprCall,
+        device: &Expr,
+        operand: bool,
+    ) -> Option<Fix> {
+        fn plain(e: &Expr) -> bool {
+            match e {
+                Expr::Name(_) | Expr::StringLiteral(_) | Expr::NumberLiteral(_) => true,
+                Expr::Attribute(a) => plain(&a.value),
+                Expr::Subscript(s) => plain(&s.value) && plain(&s.slice),
+                // `str(device)`, `os.path.join(d, name)`: pure calls of plain values.
+                Expr::Call(c) => {
+                    c.arguments.keywords.is_empty()
+                        && c.arguments.args.iter().all(plain)
+                        && matches!(&*c.func, Expr::Name(n) if n.id.as_str() == "str")
+                }
+                Expr::FString(_) => true,
+                _ => false,
+            }
+        }
+        let args = &call.arguments;
+        let [path] = args.args.first().map(std::slice::from_ref)? else {
+            return None;
+        };
+        let only = args.args.len() <= 2
+            && args.keywords.iter().all(|k| {
+                k.arg
+                    .as_ref()
+                    .is_some_and(|n| matches!(n.as_str(), "device" | "filename"))
+            });
+        if !only || !plain(path) || !plain(device) || matches!(device, Expr::StringLiteral(_)) {
+            return None;
+        }
+        let ctx = self.ctx_at(call.range());
+        let (torch_device, import) = crate::port::template::qualify("torch.device", &ctx);
+        let func = self.text(call.func.range());
+        let (p, x) = (self.text(path.range()), self.text(device.range()));
+        let form = format!(
+            "{} if {torch_device}({x}).type != \"tpu\" else {{k: v.to({x}) for k, v in {func}({p}).items()}}",
+            self.text(call.range())
+        );
+        let form = if operand { format!("({form})") } else { form };
+        Some(Fix {
+            edits: vec![Edit::replace(call.range(), form)],
+            applicability: FixClass::Safe,
+            imports: import.into_iter().collect(),
+            exclusive: None,
+            why_unsafe: None,
+        })
+    }
+
+    /// The device arguments of this module's safetensors loads (not the literal "cpu"): a
+    /// device fix there would hand safetensors "tpu", which it refuses.
+    pub(in crate::port::rewrite) fn safetensors_device_arguments(
+        &self,
+    ) -> Vec<ruff_text_size::TextRange> {
+        if !self.src.contains("safetensors") {
+            return vec![];
+        }
+        let mut out = vec![];
+        walk(&self.parsed.module.body, true, &mut |node, _| {
+            let AnyNodeRef::ExprCall(call) = node else {
+                return;
+            };
+            let Some(at) = self
+                .callee(call)
+                .and_then(|q| LOADERS.iter().position(|l| *l == q))
+            else {
+                return;
+            };
+            if let Some(device) = loader_device(call, at) {
+                out.push(device.range());
+            }
+        });
+        out
+    }
+}
+
+/// safetensors' loaders: `load_file(filename, device)`, `safe_open(filename, framework, device)`.
+const LOADERS: [&str; 3] = [
+    "safetensors.torch.load_file",
+    "safetensors.safe_open",
+    "safetensors.torch.safe_open",
+];
+
+/// The device a loader call (`at`: its index in [`LOADERS`]) is given.
+fn loader_device(call: &ruff_python_ast::ExprCall, at: usize) -> Option<&Expr> {
+    call.arguments
+        .find_keyword("device")
+        .map(|k| &k.value)
+        .or_else(|| call.arguments.args.get(if at == 0 { 1 } else { 2 }))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
+
+    fn portable(src: &str) -> String {
+        let rules = RuleSet::builtin();
+        let index = RuleIndex::new(&rules);
+        let out = migrate_source(src, &rules, &index, Settings::default());
+        out.output.unwrap_or_else(|| src.to_string())
+    }
+
+    #[test]
+    fn a_safetensors_load_stays_one_safetensors_knows() {
+        let src = "import torch\nfrom safetensors.torch import load_file\n\n\ndef build(model, path, device):\n    model.load_state_dict(load_file(path, device=str(device)))\n    other = load_file(path, device=\"cuda\")\n    return other\n";
+        let out = portable(src);
+        assert!(
+            out.contains("model.load_state_dict(load_file(path, device=str(device)) if torch.device(str(device)).type != \"tpu\" else {k: v.to(str(device)) for k, v in load_file(path).items()})"),
+            "{out}"
+        );
+        // A literal device handed to safetensors is not made the accelerator's.
+        assert!(
+            out.contains("other = load_file(path, device=\"cuda\")"),
+            "{out}"
+        );
+        // The port is stable.
+        assert_eq!(portable(&out), out);
     }
 }

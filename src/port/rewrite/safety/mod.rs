@@ -186,6 +186,19 @@ impl<'a> Checker<'a> {
             &mut self.diags,
         );
         comments::keep_commented(self.src, self.rules, &mut self.diags);
+        // A device handed to safetensors stays one it knows (LIB015 ports the load itself).
+        if self.target == Target::Portable {
+            let args = self.safetensors_device_arguments();
+            for d in self.diags.iter_mut().filter(|d| {
+                args.iter().any(|a| a.contains_range(d.range))
+                    && matches!(self.rules.rules[d.rule].family.as_str(), "DEV" | "CUD")
+            }) {
+                d.make_unsafe(
+                    "not proven safe: this device goes to safetensors, which knows no \"tpu\" \
+                     device: load onto the CPU on a TPU and move the tensors (LIB015)",
+                );
+            }
+        }
         let ported = |d: &Diagnostic| {
             d.fix.is_some() && together::FAMILIES.contains(&self.rule(d.rule).family.as_str())
         };
