@@ -192,7 +192,7 @@ impl<'a> Checker<'a> {
 
     /// Take the fix off an extension (or make it unsafe) where the code its test selects is not
     /// right on a TPU: a GradScaler or float16 autocast that no safe fix moves to the
-    /// accelerator, or CUDA-only code (streams, graphs, Triton).
+    /// accelerator, or CUDA-only code (streams, graphs, Triton, `nn.DataParallel`).
     pub(super) fn keep_unported_extensions(&self, diags: &mut [Diagnostic]) {
         if self.extensions.is_empty() {
             return;
@@ -297,12 +297,11 @@ impl<'a> SourceOrderVisitor<'a> for Blockers<'_, '_> {
                     self.found.push((expr.range(), what.clone()));
                     return;
                 }
-                if let Some(what) = self
-                    .checker
-                    .sem
-                    .qualified_name(expr)
-                    .and_then(|q| cuda_only_name(&q).or_else(|| cuda_stream(&q)))
-                {
+                if let Some(what) = self.checker.sem.qualified_name(expr).and_then(|q| {
+                    cuda_only_name(&q)
+                        .or_else(|| cuda_stream(&q))
+                        .or_else(|| data_parallel(&q))
+                }) {
                     self.found.push((expr.range(), what));
                     return;
                 }
@@ -313,8 +312,46 @@ impl<'a> SourceOrderVisitor<'a> for Blockers<'_, '_> {
     }
 }
 
+/// `nn.DataParallel`: its forward scatters the inputs with CUDA's own collectives
+/// (`torch._C._scatter`), so a TPU module wrapped in it fails at the first batch (set G).
+fn data_parallel(q: &str) -> Option<String> {
+    matches!(
+        q,
+        "torch.nn.DataParallel"
+            | "torch.nn.parallel.DataParallel"
+            | "torch.nn.parallel.data_parallel.DataParallel"
+            | "torch.nn.parallel.data_parallel"
+            | "torch.nn.parallel.data_parallel.data_parallel"
+    )
+    .then(|| format!("`{q}` (it scatters with CUDA's collectives; one process per TPU device)"))
+}
+
 /// CUDA side streams: one implicit stream on a TPU.
 fn cuda_stream(q: &str) -> Option<String> {
     matches!(q, "torch.cuda.Stream" | "torch.cuda.stream")
         .then(|| format!("`{q}` (CUDA side streams; a TPU has one implicit stream)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
+
+    /// A comparison that selects `nn.DataParallel` stays CUDA's: its forward scatters with
+    /// CUDA's collectives (set G's 3D-ResNets).
+    #[test]
+    fn a_test_selecting_data_parallel_is_not_extended() {
+        let src = "import torch\nfrom torch import nn\n\n\ndef wrap(model, device):\n    if device.type == 'cuda':\n        model = nn.DataParallel(model, device_ids=None)\n    return model\n\n\ndef pin(x, device):\n    if device.type == 'cuda':\n        x = x.pin_memory()\n    return x\n";
+        let rules = RuleSet::builtin();
+        let index = RuleIndex::new(&rules);
+        let out = migrate_source(src, &rules, &index, Settings::default());
+        let text = out.output.unwrap_or_default();
+        assert!(
+            text.contains("    if device.type == 'cuda':\n        model = nn.DataParallel"),
+            "{text}"
+        );
+        assert!(
+            text.contains("    if device.type in ('cuda', 'tpu'):\n        x = x.pin_memory()"),
+            "{text}"
+        );
+    }
 }

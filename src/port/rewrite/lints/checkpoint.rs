@@ -21,8 +21,9 @@
 //! `load_file(path, device=X)` with X a plain value (a name, an attribute, `str(name)`) gets a
 //! safe fix that keeps the call where the device is not a TPU and, on a TPU, loads onto the CPU
 //! and moves each tensor to X:
-//! `load_file(p, device=X) if torch.device(X).type != "tpu" else {k: v.to(X) for k, v in
-//! load_file(p).items()}`. A CUDA machine runs the very call it ran; a TPU gets the same dict on
+//! `load_file(p, device=X) if str(X).split(":")[0] != "tpu" else {k: v.to(X) for k, v in
+//! load_file(p).items()}` (X may be a string, a torch.device, an int or None, a parameter's
+//! default that safetensors takes and `torch.device(None)` would not). A CUDA machine runs the very call it ran; a TPU gets the same dict on
 //! its device. `safe_open` (a handle whose tensors are read later) and other devices are
 //! reported, for the program to be named blocked.
 
@@ -198,19 +199,23 @@ impl Checker<'_> {
         if !only || !plain(path) || !plain(device) || matches!(device, Expr::StringLiteral(_)) {
             return None;
         }
-        let ctx = self.ctx_at(call.range());
-        let (torch_device, import) = crate::port::template::qualify("torch.device", &ctx);
         let func = self.text(call.func.range());
         let (p, x) = (self.text(path.range()), self.text(device.range()));
+        // The device's type read from its text: a string, a torch.device, an int or None (a
+        // parameter's default: safetensors takes it, `torch.device(None)` would raise).
+        let text = match device {
+            Expr::Call(_) | Expr::StringLiteral(_) | Expr::FString(_) => x.to_string(),
+            _ => format!("str({x})"),
+        };
         let form = format!(
-            "{} if {torch_device}({x}).type != \"tpu\" else {{k: v.to({x}) for k, v in {func}({p}).items()}}",
+            "{} if {text}.split(\":\")[0] != \"tpu\" else {{k: v.to({x}) for k, v in {func}({p}).items()}}",
             self.text(call.range())
         );
         let form = if operand { format!("({form})") } else { form };
         Some(Fix {
             edits: vec![Edit::replace(call.range(), form)],
             applicability: FixClass::Safe,
-            imports: import.into_iter().collect(),
+            imports: vec![],
             exclusive: None,
             why_unsafe: None,
         })
@@ -274,7 +279,7 @@ mod tests {
         let src = "import torch\nfrom safetensors.torch import load_file\n\n\ndef build(model, path, device):\n    model.load_state_dict(load_file(path, device=str(device)))\n    other = load_file(path, device=\"cuda\")\n    return other\n";
         let out = portable(src);
         assert!(
-            out.contains("model.load_state_dict(load_file(path, device=str(device)) if torch.device(str(device)).type != \"tpu\" else {k: v.to(str(device)) for k, v in load_file(path).items()})"),
+            out.contains("model.load_state_dict(load_file(path, device=str(device)) if str(device).split(\":\")[0] != \"tpu\" else {k: v.to(str(device)) for k, v in load_file(path).items()})"),
             "{out}"
         );
         // A literal device handed to safetensors is not made the accelerator's.

@@ -63,6 +63,8 @@ pub(in crate::port::rewrite) const CUDA_ONLY_ROOTS: &[&str] = &[
     // vLLM's engine and layers (its CUDA and Triton kernels); DeepSpeed's compiled ops;
     // MoE and attention kernel libraries built on CUDA or Triton.
     "vllm",
+    // SGLang's engine and its serializers (CUDA IPC handles for GPU tensors: set G).
+    "sglang",
     "deepspeed.ops",
     "deep_ep",
     "megablocks",
