@@ -28,7 +28,10 @@ static TRITON_AT_TOP: LazyLock<Regex> =
 /// (`optional`: the portable port's reading; `--to tpu` reads unconditional imports only.)
 pub fn imports_triton_at_top(text: &str, optional: bool) -> bool {
     TRITON_AT_TOP.is_match(text)
-        || (optional && !tests_the_device(text) && try_imports(text).any(|(_, m)| is_triton(m)))
+        || (optional
+            && text.contains("triton")
+            && !tests_the_device(text)
+            && try_imports(text).any(|(_, m)| is_triton(m)))
 }
 
 /// A module-level `from X import ...` at column 0 (so not under `try`/`if`).
@@ -117,11 +120,18 @@ fn tests_the_device(text: &str) -> bool {
     DEVICE_TEST.is_match(text)
 }
 
-/// An import statement at any indentation (a one-line `try: import triton` too):
-/// `from (dots)(module) import (names)` or `import (module)`.
-static ANY_IMPORT: LazyLock<Regex> = LazyLock::new(|| {
+/// An import statement at column 0 (a one-line `try: import triton` too), or indented (`^[ \t]+`,
+/// read only inside a top-level `try:`): `from (dots)(module) import (names)` or
+/// `import (module)`.
+static COLUMN_0_IMPORT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?m)^([ \t]*)(try:[ \t]*)?(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)|import[ \t]+([\w.]+))",
+        r"(?m)^(try:[ \t]*)?(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)|import[ \t]+([\w.]+))",
+    )
+    .unwrap()
+});
+static INDENTED_IMPORT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?m)^[ \t]+()(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)|import[ \t]+([\w.]+))",
     )
     .unwrap()
 });
@@ -135,29 +145,39 @@ struct Imported<'t> {
     optional: bool,
 }
 
+/// The byte ranges of the bodies of the top-level `try:` blocks (up to the next line at column
+/// 0: its `except`, `else` or `finally`).
+fn try_bodies(text: &str) -> Vec<std::ops::Range<usize>> {
+    let mut out = vec![];
+    let mut open: Option<usize> = None;
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let top =
+            !line.starts_with([' ', '\t']) && !line.trim().is_empty() && !line.starts_with('#');
+        if top {
+            if let Some(start) = open.take() {
+                out.push(start..at);
+            }
+            if line.starts_with("try:") {
+                open = Some(at + line.len());
+            }
+        }
+        at += line.len();
+    }
+    if let Some(start) = open {
+        out.push(start..text.len());
+    }
+    out
+}
+
 /// The imports at column 0 and in the bodies of top-level `try:` blocks (`try: import triton;
 /// HAS_TRITON = True`, `try: from .kernels import fused_add`): optional, but taken wherever the
 /// library is installed, as Triton is beside every CUDA build of PyTorch, a TPU VM's included.
 /// The `except` branch (the fallback) and imports under `if` or in functions are not read.
-fn module_imports(text: &str) -> impl Iterator<Item = Imported<'_>> {
-    ANY_IMPORT.captures_iter(text).filter_map(move |c| {
-        let at = c.get(0)?.start();
-        let indented = !c[1].is_empty();
-        let optional = if c.get(2).is_some() {
-            !indented
-        } else if indented {
-            // The statement at column 0 that holds this line.
-            let holder = text[..at].lines().rev().find(|l| {
-                !l.starts_with([' ', '\t']) && !l.trim().is_empty() && !l.starts_with('#')
-            });
-            holder.is_some_and(|l| l.starts_with("try:"))
-        } else {
-            false
-        };
-        if indented && !optional {
-            return None;
-        }
-        let (dots, module, names) = match (c.get(3), c.get(4), c.get(5), c.get(6)) {
+fn module_imports(text: &str) -> Vec<Imported<'_>> {
+    fn read<'t>(c: regex::Captures<'t>, optional: bool) -> Option<Imported<'t>> {
+        let optional = optional || c.get(1).is_some_and(|t| !t.as_str().is_empty());
+        let (dots, module, names) = match (c.get(2), c.get(3), c.get(4), c.get(5)) {
             (Some(d), Some(m), Some(n), _) => (d.as_str().len(), m.as_str(), n.as_str()),
             (_, _, _, Some(m)) => (0, m.as_str(), ""),
             _ => return None,
@@ -168,12 +188,27 @@ fn module_imports(text: &str) -> impl Iterator<Item = Imported<'_>> {
             names,
             optional,
         })
-    })
+    }
+    let mut out: Vec<Imported> = COLUMN_0_IMPORT
+        .captures_iter(text)
+        .filter_map(|c| read(c, false))
+        .collect();
+    if text.contains("try:") {
+        for body in try_bodies(text) {
+            out.extend(
+                INDENTED_IMPORT
+                    .captures_iter(&text[body])
+                    .filter_map(|c| read(c, true)),
+            );
+        }
+    }
+    out
 }
 
 /// The modules a top-level `try:` imports, as (leading dots, module).
 fn try_imports(text: &str) -> impl Iterator<Item = (usize, &str)> {
     module_imports(text)
+        .into_iter()
         .filter(|i| i.optional)
         .map(|i| (i.dots, i.module))
 }
@@ -184,6 +219,10 @@ fn imported_names(list: &str) -> impl Iterator<Item = &str> {
         .split(',')
         .filter_map(|n| n.split_whitespace().next())
 }
+
+/// `__init__.py` file → the modules it imports names from, each with the names.
+type Reexports = HashMap<PathBuf, std::sync::Arc<Vec<(String, PathBuf)>>>;
+static REEXPORTS: LazyLock<Mutex<Reexports>> = LazyLock::new(Default::default);
 
 /// The modules of the package whose `__init__.py` is `init` that give the names `list` takes
 /// from it: a submodule of that name, or the module the `__init__.py` imports the name from.
@@ -196,17 +235,32 @@ fn init_sources(init: &Path, list: &str) -> Vec<PathBuf> {
         .iter()
         .filter_map(|n| module_file(dir, &[n]))
         .collect();
-    let Ok(text) = std::fs::read_to_string(init) else {
-        return out;
-    };
-    for i in module_imports(&text) {
-        if imported_names(i.names).any(|n| wanted.contains(&n)) {
-            let segments: Vec<&str> = i.module.split('.').filter(|s| !s.is_empty()).collect();
-            if let Some(file) = resolve_module(init, i.dots, &segments)
-                && file.file_name().is_none_or(|n| n != "__init__.py")
-            {
-                out.push(file);
-            }
+    let known = REEXPORTS.lock().ok().and_then(|r| r.get(init).cloned());
+    let sources = known.unwrap_or_else(|| {
+        let found: std::sync::Arc<Vec<(String, PathBuf)>> = std::fs::read_to_string(init)
+            .map(|text| {
+                module_imports(&text)
+                    .into_iter()
+                    .filter_map(|i| {
+                        let segments: Vec<&str> =
+                            i.module.split('.').filter(|s| !s.is_empty()).collect();
+                        let file = resolve_module(init, i.dots, &segments)?;
+                        file.file_name()
+                            .is_none_or(|n| n != "__init__.py")
+                            .then(|| (i.names.to_string(), file))
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+            .into();
+        if let Ok(mut r) = REEXPORTS.lock() {
+            r.insert(init.to_path_buf(), found.clone());
+        }
+        found
+    });
+    for (names, file) in sources.iter() {
+        if imported_names(names).any(|n| wanted.contains(&n)) {
+            out.push(file.clone());
         }
     }
     out
@@ -248,7 +302,10 @@ pub fn triton_import_in(path: &Path, text: &str, hops: usize, optional: bool) ->
     }
     // Top-level imports, and those a top-level `try:` makes where the module tests no device.
     let read = optional && !tests_the_device(text);
-    for i in module_imports(text).filter(|i| !i.optional || read) {
+    for i in module_imports(text)
+        .into_iter()
+        .filter(|i| !i.optional || read)
+    {
         let segments: Vec<&str> = i.module.split('.').filter(|s| !s.is_empty()).collect();
         let Some(file) = resolve_module(path, i.dots, &segments) else {
             continue;
