@@ -162,6 +162,25 @@ impl<'a> Checker<'a> {
         if let Some(via) = self.triton_import() {
             scope::keep_triton_module_devices(self.rules, &via, &mut self.diags);
         }
+        // A module that asks transformers for FlashAttention (ATN004): its devices most likely
+        // feed that model, whose kernels run on CUDA only (set G's scorer).
+        if self.target == Target::Portable
+            && self
+                .diags
+                .iter()
+                .any(|d| self.rule(d.rule).name == "flash-attention-implementation")
+        {
+            for d in self
+                .diags
+                .iter_mut()
+                .filter(|d| matches!(self.rules.rules[d.rule].family.as_str(), "DEV" | "STM"))
+            {
+                d.make_unsafe(
+                    "unsafe: this module loads a model with FlashAttention kernels (ATN004), \
+                     which run on CUDA only, so its devices most likely feed that model",
+                );
+            }
+        }
         if !self.facts.program {
             let path = self.facts.path.as_deref();
             library::keep_library_settings(

@@ -346,4 +346,23 @@ mod tests {
         );
         assert!(migrate(&helper, false).contains("device=\"tpu\""));
     }
+
+    /// A module that loads a FlashAttention model keeps its devices (unsafe, with the reason).
+    #[test]
+    fn devices_beside_a_flash_attention_model_are_unsafe() {
+        let src = "import torch\nfrom transformers import AutoModel\n\n\nclass Scorer:\n    def __init__(self, device=\"cuda\"):\n        self.model = AutoModel.from_pretrained(\"m\", attn_implementation=\"flash_attention_2\").to(device)\n";
+        use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
+        let rules = RuleSet::builtin();
+        let index = RuleIndex::new(&rules);
+        let out = migrate_source(src, &rules, &index, Settings::default());
+        assert!(out.output.is_none(), "{:?}", out.output);
+        assert!(
+            out.diagnostics.iter().any(|d| d
+                .note
+                .as_deref()
+                .is_some_and(|n| n.contains("FlashAttention kernels"))),
+            "{:?}",
+            out.diagnostics
+        );
+    }
 }
