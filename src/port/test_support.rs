@@ -21,6 +21,18 @@ pub fn migrate(id: &str, src: &str, path: Option<&Path>) -> Outcome {
     migrate_source_at(src, path, &rules, &index, Settings::default())
 }
 
+/// Migrate `src` with every built-in rule, under the default `--to portable`.
+pub fn migrate_all(src: &str) -> Outcome {
+    let rules = RuleSet::builtin();
+    let index = RuleIndex::new(&rules);
+    migrate_source_at(src, None, &rules, &index, Settings::default())
+}
+
+/// [`migrate_all`]'s text: the port, or `src` where nothing changes.
+pub fn ported(src: &str) -> String {
+    migrate_all(src).output.unwrap_or_else(|| src.to_string())
+}
+
 /// The findings of [`migrate`], each as `line: message`.
 pub fn findings(id: &str, src: &str, path: Option<&Path>) -> Vec<String> {
     migrate(id, src, path)

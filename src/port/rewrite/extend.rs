@@ -334,17 +334,12 @@ fn cuda_stream(q: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
-
     /// A comparison that selects `nn.DataParallel` stays CUDA's: its forward scatters with
     /// CUDA's collectives (set G's 3D-ResNets).
     #[test]
     fn a_test_selecting_data_parallel_is_not_extended() {
         let src = "import torch\nfrom torch import nn\n\n\ndef wrap(model, device):\n    if device.type == 'cuda':\n        model = nn.DataParallel(model, device_ids=None)\n    return model\n\n\ndef pin(x, device):\n    if device.type == 'cuda':\n        x = x.pin_memory()\n    return x\n";
-        let rules = RuleSet::builtin();
-        let index = RuleIndex::new(&rules);
-        let out = migrate_source(src, &rules, &index, Settings::default());
-        let text = out.output.unwrap_or_default();
+        let text = crate::port::test_support::ported(src);
         assert!(
             text.contains("    if device.type == 'cuda':\n        model = nn.DataParallel"),
             "{text}"

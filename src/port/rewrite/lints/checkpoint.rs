@@ -23,8 +23,8 @@
 //! and moves each tensor to X:
 //! `load_file(p, device=X) if str(X).split(":")[0] != "tpu" else {k: v.to(X) for k, v in
 //! load_file(p).items()}` (X may be a string, a torch.device, an int or None, a parameter's
-//! default that safetensors takes and `torch.device(None)` would not). A CUDA machine runs the very call it ran; a TPU gets the same dict on
-//! its device. `safe_open` (a handle whose tensors are read later) and other devices are
+//! default that safetensors takes and `torch.device(None)` would not). A CUDA machine runs the
+//! very call it ran; a TPU gets the same dict on its device. `safe_open` (a handle whose tensors are read later) and other devices are
 //! reported, for the program to be named blocked.
 
 use ruff_python_ast::{AnyNodeRef, Expr};
@@ -265,14 +265,7 @@ fn loader_device(call: &ruff_python_ast::ExprCall, at: usize) -> Option<&Expr> {
 
 #[cfg(test)]
 mod tests {
-    use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
-
-    fn portable(src: &str) -> String {
-        let rules = RuleSet::builtin();
-        let index = RuleIndex::new(&rules);
-        let out = migrate_source(src, &rules, &index, Settings::default());
-        out.output.unwrap_or_else(|| src.to_string())
-    }
+    use crate::port::test_support::ported as portable;
 
     #[test]
     fn a_safetensors_load_stays_one_safetensors_knows() {

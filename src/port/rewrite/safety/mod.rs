@@ -170,16 +170,12 @@ impl<'a> Checker<'a> {
                 .iter()
                 .any(|d| self.rule(d.rule).name == "flash-attention-implementation")
         {
-            for d in self
-                .diags
-                .iter_mut()
-                .filter(|d| matches!(self.rules.rules[d.rule].family.as_str(), "DEV" | "STM"))
-            {
-                d.make_unsafe(
-                    "unsafe: this module loads a model with FlashAttention kernels (ATN004), \
-                     which run on CUDA only, so its devices most likely feed that model",
-                );
-            }
+            scope::keep_module_devices(
+                self.rules,
+                "unsafe: this module loads a model with FlashAttention kernels (ATN004), \
+                 which run on CUDA only, so its devices most likely feed that model",
+                &mut self.diags,
+            );
         }
         if !self.facts.program {
             let path = self.facts.path.as_deref();

@@ -222,15 +222,28 @@ pub(in crate::port::rewrite) fn keep_triton_module_devices(
     via: &str,
     diags: &mut [crate::port::diagnostic::Diagnostic],
 ) {
-    let note = format!(
-        "unsafe: this module imports {via} at top level, so its devices most likely feed \
-         CUDA-only code (kernels, libraries); check that this one is the program's"
+    keep_module_devices(
+        rules,
+        &format!(
+            "unsafe: this module imports {via} at top level, so its devices most likely feed \
+             CUDA-only code (kernels, libraries); check that this one is the program's"
+        ),
+        diags,
     );
+}
+
+/// Make the DEV and STM fixes of a module whose devices most likely feed CUDA-only code
+/// unsafe, with `note` saying why.
+pub(in crate::port::rewrite) fn keep_module_devices(
+    rules: &crate::port::rules::RuleSet,
+    note: &str,
+    diags: &mut [crate::port::diagnostic::Diagnostic],
+) {
     for d in diags
         .iter_mut()
         .filter(|d| matches!(rules.rules[d.rule].family.as_str(), "DEV" | "STM"))
     {
-        d.make_unsafe(&note);
+        d.make_unsafe(note);
     }
 }
 
@@ -312,13 +325,7 @@ mod tests {
         // The portable port reads it too: an optional Triton import is taken wherever Triton
         // is installed (beside every CUDA build of PyTorch), unless the module asks for a CUDA
         // tensor before its kernels.
-        let portable = |src: &str| {
-            use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
-            let rules = RuleSet::builtin();
-            let index = RuleIndex::new(&rules);
-            let out = migrate_source(src, &rules, &index, Settings::default());
-            out.output.unwrap_or_else(|| src.to_string())
-        };
+        let portable = |src: &str| crate::port::test_support::ported(src);
         assert_eq!(portable(&optional), optional);
         let tested =
             format!("{optional}\n\ndef add(x):\n    return x.is_cuda and triton is not None\n");
@@ -351,10 +358,7 @@ mod tests {
     #[test]
     fn devices_beside_a_flash_attention_model_are_unsafe() {
         let src = "import torch\nfrom transformers import AutoModel\n\n\nclass Scorer:\n    def __init__(self, device=\"cuda\"):\n        self.model = AutoModel.from_pretrained(\"m\", attn_implementation=\"flash_attention_2\").to(device)\n";
-        use crate::port::{RuleIndex, RuleSet, Settings, migrate_source};
-        let rules = RuleSet::builtin();
-        let index = RuleIndex::new(&rules);
-        let out = migrate_source(src, &rules, &index, Settings::default());
+        let out = crate::port::test_support::migrate_all(src);
         assert!(out.output.is_none(), "{:?}", out.output);
         assert!(
             out.diagnostics.iter().any(|d| d
