@@ -83,7 +83,8 @@ pub(super) fn compile_rule(
         }
         Matcher::Lint(lint)
     } else if let Some(names) = m.keyword {
-        needles.extend(names.iter().cloned());
+        // Any one of the keywords (needles are all required; `|` is one of).
+        needles.push(names.join("|"));
         Matcher::Keyword {
             names,
             calls: m.call.unwrap_or_default(),
@@ -104,10 +105,10 @@ pub(super) fn compile_rule(
         check_qualified(&prefixes)?;
         Matcher::Reference { exact, prefixes }
     } else if let Some(names) = m.method {
-        needles.extend(names.iter().cloned());
+        needles.push(names.join("|"));
         Matcher::Method(names)
     } else if let Some(names) = m.attribute {
-        needles.extend(names.iter().cloned());
+        needles.push(names.join("|"));
         Matcher::Attribute(names)
     } else if let Some(re) = m.string {
         let regex = Regex::new(&re).map_err(|e| anyhow!("`string` is not a valid regex: {e}"))?;
@@ -537,5 +538,14 @@ mod tests {
         assert_eq!(placeholders("f({a}, {{b}})").unwrap(), vec!["a"]);
         assert!(placeholders("f({a)").is_err());
         assert!(placeholders("}").is_err());
+    }
+
+    /// A rule matching any of several keywords reads a file that spells one of them: the
+    /// file pre-filter's needles are all required, so the names are one `|` needle.
+    #[test]
+    fn one_of_several_keywords_is_enough() {
+        let src = "from transformers import AutoModelForCausalLM\n\nm = AutoModelForCausalLM.from_pretrained(\"gpt2\", load_in_4bit=True)\n";
+        let found = crate::port::test_support::findings("LIB011", src, None);
+        assert_eq!(found.len(), 1, "{found:?}");
     }
 }

@@ -73,6 +73,23 @@ pub(in crate::port::rewrite) const CUDA_ONLY_ROOTS: &[&str] = &[
     "quack",
     // SageMaker's model and data parallel libraries (NVIDIA instances only).
     "smdistributed",
+    // Libraries of compiled CUDA kernels (some with CPU ones too) and no TPU kernel: sparse
+    // and point-cloud convolutions, neural-graphics renderers and encoders, mmcv's ops.
+    "spconv",
+    "torchsparse",
+    "MinkowskiEngine",
+    "pointnet2_ops",
+    "knn_cuda",
+    "tinycudann",
+    "nerfacc",
+    "gsplat",
+    "diff_gaussian_rasterization",
+    "simple_knn",
+    "nvdiffrast",
+    "mmcv.ops",
+    "torch_scatter",
+    "torch_sparse",
+    "torch_cluster",
     // NVIDIA's cuda-python (`import cuda.bindings.driver as cuda`).
     "cuda.bindings",
     "cuda.core",

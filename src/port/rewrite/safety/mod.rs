@@ -60,6 +60,25 @@ use crate::port::diagnostic::Diagnostic;
 use crate::port::edit::Edit;
 use crate::port::rules::{Action, FixClass, Portable, REPLACES_CUDA, RemoveKind, Rule, Target};
 
+/// Manual rules whose finding says the module's model runs on kernels a TPU lacks, and what
+/// it does (the note of its device fixes, made unsafe).
+const MODEL_KERNELS: &[(&str, &str)] = &[
+    (
+        "flash-attention-implementation",
+        "loads a model with FlashAttention kernels",
+    ),
+    (
+        "xformers-attention-method",
+        "switches a model to xFormers' attention kernels",
+    ),
+    ("load-quantized", "quantizes a model with bitsandbytes"),
+    ("bitsandbytes-quantization", "quantizes with bitsandbytes"),
+    (
+        "torchvision-compiled-op",
+        "runs torchvision's compiled operators (nms, roi_align)",
+    ),
+];
+
 impl<'a> Checker<'a> {
     /// Question 1: why the place makes a fix of a safe rule unsafe, if it does. `downgrade` is
     /// a reason the rewrite found itself.
@@ -162,18 +181,27 @@ impl<'a> Checker<'a> {
         if let Some(via) = self.triton_import() {
             scope::keep_triton_module_devices(self.rules, &via, &mut self.diags);
         }
-        // A module that asks transformers for FlashAttention (ATN004): its devices most likely
-        // feed that model, whose kernels run on CUDA only (set G's scorer).
+        // A module that loads or runs a model on kernels a TPU lacks (FlashAttention through
+        // transformers, xFormers through diffusers, bitsandbytes, torchvision's detection ops):
+        // its devices most likely feed that model (set G's scorer).
         if self.target == Target::Portable
-            && self
-                .diags
-                .iter()
-                .any(|d| self.rule(d.rule).name == "flash-attention-implementation")
+            && let Some(why) = self.diags.iter().find_map(|d| {
+                // `load_in_8bit=False` asks for no quantization.
+                if self.src[d.range].replace(' ', "").ends_with("=False") {
+                    return None;
+                }
+                MODEL_KERNELS
+                    .iter()
+                    .find(|(name, _)| self.rule(d.rule).name == *name)
+                    .map(|(_, why)| format!("{why} ({})", self.rule(d.rule).id))
+            })
         {
             scope::keep_module_devices(
                 self.rules,
-                "unsafe: this module loads a model with FlashAttention kernels (ATN004), \
-                 which run on CUDA only, so its devices most likely feed that model",
+                &format!(
+                    "unsafe: this module {why}, which a TPU cannot run, so its devices most \
+                     likely feed that model"
+                ),
                 &mut self.diags,
             );
         }

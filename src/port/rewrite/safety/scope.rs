@@ -369,4 +369,64 @@ mod tests {
             out.diagnostics
         );
     }
+
+    /// So does a module whose model runs on other kernels a TPU lacks: xFormers through
+    /// diffusers, bitsandbytes through transformers, torchvision's detection ops. The device
+    /// of a module with only a safe box helper (`box_iou`, PyTorch ops) is ported.
+    #[test]
+    fn devices_beside_other_tpu_less_models_are_unsafe() {
+        let cases = [
+            (
+                "from diffusers import UNet2DModel
+",
+                "UNet2DModel()",
+                "\nnet.enable_xformers_memory_efficient_attention()",
+                "xFormers",
+            ),
+            (
+                "from transformers import AutoModel
+",
+                "AutoModel.from_pretrained(\"m\", load_in_4bit=True)",
+                "",
+                "bitsandbytes",
+            ),
+            (
+                "from torchvision.models.detection import fasterrcnn_resnet50_fpn
+",
+                "fasterrcnn_resnet50_fpn()",
+                "",
+                "torchvision",
+            ),
+            (
+                "from torchvision.ops import nms
+",
+                "Net()",
+                "\nkeep = nms(b, s, 0.5)",
+                "torchvision",
+            ),
+        ];
+        for (import, build, after, why) in cases {
+            let src = format!(
+                "import torch\n{import}\ndevice = torch.device(\"cuda\")\nnet = {build}.to(device){after}\n"
+            );
+            let out = crate::port::test_support::migrate_all(&src);
+            assert!(out.output.is_none(), "{src}\n{:?}", out.output);
+            assert!(
+                out.diagnostics
+                    .iter()
+                    .any(|d| d.note.as_deref().is_some_and(|n| n.contains(why))),
+                "{src}\n{:?}",
+                out.diagnostics
+            );
+        }
+        let plain = "import torch\nfrom torchvision.ops import box_iou\n\ndevice = torch.device(\"cuda\")\niou = box_iou(a, b).to(device)\n";
+        let out = crate::port::test_support::migrate_all(plain);
+        assert!(
+            out.output
+                .as_deref()
+                .is_some_and(|o| o.contains("current_accelerator()")),
+            "{:?}",
+            out.output
+        );
+    }
 }
