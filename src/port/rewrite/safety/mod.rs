@@ -35,6 +35,8 @@ pub(in crate::port::rewrite) mod callers;
 pub(in crate::port::rewrite) mod comments;
 pub(in crate::port::rewrite) mod cuda_only;
 pub(in crate::port::rewrite) mod device_index;
+pub(in crate::port::rewrite) mod device_libraries;
+pub(in crate::port::rewrite) mod fallback;
 pub(in crate::port::rewrite) mod foreign;
 pub(in crate::port::rewrite) mod group;
 pub(in crate::port::rewrite) mod guard;
@@ -74,8 +76,8 @@ const MODEL_KERNELS: &[(&str, &str)] = &[
     ("load-quantized", "quantizes a model with bitsandbytes"),
     ("bitsandbytes-quantization", "quantizes with bitsandbytes"),
     (
-        "torchvision-compiled-op",
-        "runs torchvision's compiled operators (nms, roi_align)",
+        "compiled-detection-op",
+        "runs compiled detection operators (torchvision's nms, roi_align)",
     ),
 ];
 
@@ -178,6 +180,17 @@ impl<'a> Checker<'a> {
         let mut diags = std::mem::take(&mut self.diags);
         self.keep_unported_extensions(&mut diags);
         self.diags = diags;
+        // A fallback from a requested CUDA device is right as written (fallback.rs).
+        if self.target == Target::Portable {
+            let fallbacks = self.cuda_request_fallbacks();
+            if !fallbacks.is_empty() {
+                let rules = self.rules;
+                self.diags.retain(|d| {
+                    !matches!(rules.rules[d.rule].family.as_str(), "CUD" | "DEV")
+                        || !fallbacks.iter().any(|f| f.contains_range(d.range))
+                });
+            }
+        }
         if let Some(via) = self.triton_import() {
             scope::keep_triton_module_devices(self.rules, &via, &mut self.diags);
         }
@@ -216,6 +229,14 @@ impl<'a> Checker<'a> {
             );
         }
         runtimes::keep_runtime_devices(self.src, self.rules, &mut self.diags);
+        if self.target == Target::Portable {
+            device_libraries::keep_library_devices(
+                self.facts.path.as_deref(),
+                self.src,
+                self.rules,
+                &mut self.diags,
+            );
+        }
         lightning::keep_lightning_choices(
             self.sem,
             self.rules,
