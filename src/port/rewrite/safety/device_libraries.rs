@@ -15,8 +15,9 @@
 //! module it imports uses the old `weight_norm`, or a library above builds models with it
 //! (SpeechBrain's HiFi-GAN), the switch is unsafe.
 
-use std::path::Path;
-use std::sync::LazyLock;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
 
 use regex::Regex;
 
@@ -38,11 +39,17 @@ static OLD_WEIGHT_NORM: LazyLock<Regex> = LazyLock::new(|| {
     .unwrap()
 });
 
-/// A project import at any indentation: `from .x import`, `from pkg.x import`, `import pkg.x`.
+/// A project import at any indentation: `from .x import a, b`, `from pkg.x import`, `import
+/// pkg.x` (with the names a `from` import takes, which may be submodules).
 static IMPORT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?m)^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import\b|import[ \t]+([\w.]+))")
-        .unwrap()
+    Regex::new(
+        r"(?m)^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([\w, \t]*)|import[ \t]+([\w.]+))",
+    )
+    .unwrap()
 });
+
+/// How many project modules away the library (or old weight_norm) may be.
+const HOPS: usize = 2;
 
 /// What in `text` (a module's source) makes its devices another library's, or its swap
 /// switch unsafe: (library, old weight_norm).
@@ -51,38 +58,89 @@ fn facts_of(text: &str) -> (Option<String>, bool) {
     (library, OLD_WEIGHT_NORM.is_match(text))
 }
 
-/// The same for the module and the project modules it imports (one step).
-fn facts_around(path: Option<&Path>, src: &str) -> (Option<String>, bool) {
+type Facts = (Option<String>, bool);
+
+/// (File, hops) → its facts, for the files already read.
+static SEEN: LazyLock<Mutex<HashMap<(PathBuf, usize), Facts>>> = LazyLock::new(Default::default);
+
+/// The project files the module at `path` imports (at any indentation).
+fn imported_files(path: &Path, src: &str) -> Vec<(String, PathBuf)> {
+    let mut out = vec![];
+    for c in IMPORT.captures_iter(src) {
+        let (dots, module, names) = match (c.get(2), c.get(4)) {
+            (Some(m), _) => (
+                c.get(1).map_or(0, |d| d.as_str().len()),
+                m.as_str(),
+                c.get(3).map_or("", |n| n.as_str()),
+            ),
+            (None, Some(m)) => (0, m.as_str(), ""),
+            _ => continue,
+        };
+        let mut candidates: Vec<String> = names
+            .split(',')
+            .map(|n| n.split_whitespace().next().unwrap_or(""))
+            .filter(|n| !n.is_empty())
+            .map(|n| {
+                if module.is_empty() {
+                    n.to_string()
+                } else {
+                    format!("{module}.{n}")
+                }
+            })
+            .collect();
+        candidates.push(module.to_string());
+        for m in candidates {
+            let segments: Vec<&str> = m.split('.').filter(|s| !s.is_empty()).collect();
+            if segments.is_empty() {
+                continue;
+            }
+            let sibling = (dots == 0 && segments.len() == 1)
+                .then(|| path.parent().map(|d| d.join(format!("{}.py", segments[0]))))
+                .flatten()
+                .filter(|p| crate::port::neighbours::is_file(p));
+            if let Some(file) = module_in_tree(path, dots, &segments).or(sibling)
+                && file != path
+                && file.file_name().is_none_or(|n| n != "__init__.py")
+            {
+                out.push((m, file));
+            }
+        }
+    }
+    out
+}
+
+/// The same for the module and the project modules it imports, within `hops`.
+fn facts_around(path: Option<&Path>, src: &str, hops: usize) -> Facts {
     let (mut library, mut norm) = facts_of(src);
     let Some(path) = path else {
         return (library, norm);
     };
-    for c in IMPORT.captures_iter(src) {
+    if hops == 0 {
+        return (library, norm);
+    }
+    for (module, file) in imported_files(path, src) {
         if library.is_some() && norm {
             break;
         }
-        let (dots, module) = match (c.get(2), c.get(3)) {
-            (Some(m), _) => (c.get(1).map_or(0, |d| d.as_str().len()), m.as_str()),
-            (None, Some(m)) => (0, m.as_str()),
-            _ => continue,
+        let key = (file.clone(), hops - 1);
+        let known = SEEN.lock().ok().and_then(|s| s.get(&key).cloned());
+        let (l, n) = match known {
+            Some(f) => f,
+            None => {
+                let f = std::fs::read_to_string(&file)
+                    .map(|t| facts_around(Some(&file), &t, hops - 1))
+                    .unwrap_or((None, false));
+                if let Ok(mut s) = SEEN.lock() {
+                    s.insert(key, f.clone());
+                }
+                f
+            }
         };
-        let segments: Vec<&str> = module.split('.').filter(|s| !s.is_empty()).collect();
-        let sibling = (dots == 0 && segments.len() == 1)
-            .then(|| path.parent().map(|d| d.join(format!("{}.py", segments[0]))))
-            .flatten()
-            .filter(|p| crate::port::neighbours::is_file(p));
-        let Some(file) = module_in_tree(path, dots, &segments).or(sibling) else {
-            continue;
-        };
-        if file == path {
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(&file) else {
-            continue;
-        };
-        let (l, n) = facts_of(&text);
         if library.is_none() {
-            library = l.map(|l| format!("{l} (through `{module}`)"));
+            library = l.map(|l| match l.split_once(" (through") {
+                Some((lib, _)) => format!("{lib} (through `{module}`)"),
+                None => format!("{l} (through `{module}`)"),
+            });
         }
         norm |= n;
     }
@@ -104,7 +162,7 @@ pub(in crate::port::rewrite) fn keep_library_devices(
     {
         return;
     }
-    let (library, norm) = facts_around(path, src);
+    let (library, norm) = facts_around(path, src, HOPS);
     if let Some(library) = &library {
         let note = format!(
             "unsafe: this module hands devices to {library}, which knows no TorchTPU device \
