@@ -101,7 +101,18 @@ pub fn run_to(
     let index = RuleIndex::new(rules);
     // What was learnt about the tree's programs in an earlier run (`--watch`) may be stale.
     super::program::forget();
-    let found = files::discover_with(&opts.paths, opts.no_ignore, opts.exclude.as_ref());
+    let mut found = files::discover_with(&opts.paths, opts.no_ignore, opts.exclude.as_ref());
+    // Project modules an ignore rule hid but the project imports (ignored.rs).
+    let taken_back = if opts.no_ignore {
+        vec![]
+    } else {
+        super::ignored::imported_but_ignored(&found.files, &opts.paths, opts.exclude.as_ref())
+    };
+    if !taken_back.is_empty() {
+        found.files.extend(taken_back.iter().cloned());
+        found.files.sort();
+        found.files.dedup();
+    }
     let bar = super::progress::Progress::start(found.files.len(), opts.quiet);
     // Largest files first, so that no big file starts last and keeps one core busy alone at
     // the end; the reports are put back in the files' order.
@@ -202,6 +213,15 @@ pub fn run_to(
     if !opts.quiet {
         for w in &found.warnings {
             writeln!(err, "warning: {w}")?;
+        }
+        if let Some(first) = taken_back.first() {
+            let n = taken_back.len();
+            let s = if n == 1 { "" } else { "s" };
+            writeln!(
+                err,
+                "warning: {n} Python file{s} that an ignore rule (.gitignore) skips migrated too, because the project imports them (first: {}); name them in `exclude` to leave them out",
+                first.display(),
+            )?;
         }
         for (dir, n) in &found.hidden {
             let more = if *n >= files::HIDDEN_COUNT_CAP {

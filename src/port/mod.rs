@@ -39,6 +39,7 @@ pub mod facts;
 pub mod files;
 pub mod github;
 pub mod helpers;
+pub mod ignored;
 pub mod imports;
 pub mod index;
 pub mod located;
