@@ -55,8 +55,10 @@ fn walkdir_has_ignore(root: &Path) -> bool {
     false
 }
 
-/// The project files (in the walked folders `roots`) that the module at `path` imports.
-fn imports_of(path: &Path, text: &str) -> Vec<PathBuf> {
+/// The project files that the module at `path` (its source `text`) imports, at any indentation,
+/// each with the module name it is imported as (a name a `from` import takes may be a
+/// submodule: `from pkg.models import wrapper`).
+pub(crate) fn imports_of(path: &Path, text: &str) -> Vec<(String, PathBuf)> {
     let mut out = vec![];
     for c in IMPORT.captures_iter(text) {
         let (dots, module, names) = match (c.get(2), c.get(4)) {
@@ -90,7 +92,7 @@ fn imports_of(path: &Path, text: &str) -> Vec<PathBuf> {
                 .flatten()
                 .filter(|p| is_file(p));
             if let Some(file) = module_in_tree(path, dots, &segments).or(sibling) {
-                out.push(file);
+                out.push((m.clone(), file));
             }
         }
     }
@@ -120,7 +122,7 @@ pub fn imported_but_ignored(
         let Ok(text) = std::fs::read_to_string(&f) else {
             continue;
         };
-        for m in imports_of(&f, &text) {
+        for (_, m) in imports_of(&f, &text) {
             if known.contains(&m) || added.len() >= CAP {
                 continue;
             }

@@ -22,7 +22,6 @@ use std::sync::{LazyLock, Mutex};
 use regex::Regex;
 
 use crate::port::diagnostic::Diagnostic;
-use crate::port::neighbours::module_in_tree;
 use crate::port::rules::RuleSet;
 
 /// An import of such a library, at any indentation.
@@ -35,15 +34,6 @@ static DEVICE_LIBRARY: LazyLock<Regex> = LazyLock::new(|| {
 static OLD_WEIGHT_NORM: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"(?m)\bnn\.utils\.weight_norm\b|^[ \t]*from torch\.nn\.utils import [^\n]*\bweight_norm\b",
-    )
-    .unwrap()
-});
-
-/// A project import at any indentation: `from .x import a, b`, `from pkg.x import`, `import
-/// pkg.x` (with the names a `from` import takes, which may be submodules).
-static IMPORT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?m)^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([\w, \t]*)|import[ \t]+([\w.]+))",
     )
     .unwrap()
 });
@@ -63,50 +53,13 @@ type Facts = (Option<String>, bool);
 /// (File, hops) → its facts, for the files already read.
 static SEEN: LazyLock<Mutex<HashMap<(PathBuf, usize), Facts>>> = LazyLock::new(Default::default);
 
-/// The project files the module at `path` imports (at any indentation).
+/// The project files the module at `path` imports (at any indentation), packages' `__init__.py`
+/// left out (they often import everything).
 fn imported_files(path: &Path, src: &str) -> Vec<(String, PathBuf)> {
-    let mut out = vec![];
-    for c in IMPORT.captures_iter(src) {
-        let (dots, module, names) = match (c.get(2), c.get(4)) {
-            (Some(m), _) => (
-                c.get(1).map_or(0, |d| d.as_str().len()),
-                m.as_str(),
-                c.get(3).map_or("", |n| n.as_str()),
-            ),
-            (None, Some(m)) => (0, m.as_str(), ""),
-            _ => continue,
-        };
-        let mut candidates: Vec<String> = names
-            .split(',')
-            .map(|n| n.split_whitespace().next().unwrap_or(""))
-            .filter(|n| !n.is_empty())
-            .map(|n| {
-                if module.is_empty() {
-                    n.to_string()
-                } else {
-                    format!("{module}.{n}")
-                }
-            })
-            .collect();
-        candidates.push(module.to_string());
-        for m in candidates {
-            let segments: Vec<&str> = m.split('.').filter(|s| !s.is_empty()).collect();
-            if segments.is_empty() {
-                continue;
-            }
-            let sibling = (dots == 0 && segments.len() == 1)
-                .then(|| path.parent().map(|d| d.join(format!("{}.py", segments[0]))))
-                .flatten()
-                .filter(|p| crate::port::neighbours::is_file(p));
-            if let Some(file) = module_in_tree(path, dots, &segments).or(sibling)
-                && file != path
-                && file.file_name().is_none_or(|n| n != "__init__.py")
-            {
-                out.push((m, file));
-            }
-        }
-    }
-    out
+    crate::port::ignored::imports_of(path, src)
+        .into_iter()
+        .filter(|(_, file)| file != path && file.file_name().is_none_or(|n| n != "__init__.py"))
+        .collect()
 }
 
 /// The same for the module and the project modules it imports, within `hops`.
