@@ -139,10 +139,12 @@ pub(in crate::port::rewrite) fn cuda_only_name(q: &str) -> Option<String> {
     // Its private `_internal` modules (TPU environment, PJRT plumbing) have no TorchTPU
     // counterpart either.
     let private = ["torch_xla._XLAC", "torch_xla._internal"];
-    if private
-        .iter()
-        .any(|p| q == *p || q.starts_with(&format!("{p}.")))
-    {
+    // `q` is `root` or under it (no string built: this runs for every qualified name).
+    let under = |root: &str| {
+        q.strip_prefix(root)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+    };
+    if private.iter().any(|p| under(p)) {
         return Some(format!("`{q}`"));
     }
     if let Some(rest) = q.strip_prefix("torch.") {
@@ -181,9 +183,7 @@ pub(in crate::port::rewrite) fn cuda_only_name(q: &str) -> Option<String> {
         }
         return cuda_only.then(|| format!("`{q}`"));
     }
-    let known = CUDA_ONLY_ROOTS
-        .iter()
-        .any(|r| q == *r || q.starts_with(&format!("{r}.")));
+    let known = CUDA_ONLY_ROOTS.iter().any(|r| under(r));
     // A compiled extension: `fused_adam_cuda`, `mylib._C`, `.triton_ops`, `cuda_kernels`.
     let compiled = segs.iter().any(|s| {
         *s == "_C"

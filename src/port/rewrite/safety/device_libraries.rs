@@ -26,14 +26,16 @@ use crate::port::rules::RuleSet;
 
 /// An import of such a library, at any indentation.
 static DEVICE_LIBRARY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?m)^[ \t]*(?:from|import)[ \t]+(speechbrain|sae_lens|TTS|sglang)\b").unwrap()
+    Regex::new(r"(?m)^[ \t]*(?:from|import)[ \t]+(speechbrain|sae_lens|TTS|sglang)(?-u:\b)")
+        .unwrap()
 });
 
 /// The old weight normalisation (`torch.nn.utils.weight_norm`, `from torch.nn.utils import
 /// weight_norm`), not `torch.nn.utils.parametrizations.weight_norm`.
 static OLD_WEIGHT_NORM: LazyLock<Regex> = LazyLock::new(|| {
+    // ASCII word boundaries: a Unicode `\b` keeps the regex off its fast engine.
     Regex::new(
-        r"(?m)\bnn\.utils\.weight_norm\b|^[ \t]*from torch\.nn\.utils import [^\n]*\bweight_norm\b",
+        r"(?m)(?-u:\b)nn\.utils\.weight_norm(?-u:\b)|^[ \t]*from torch\.nn\.utils import [^\n]*(?-u:\b)weight_norm(?-u:\b)",
     )
     .unwrap()
 });
@@ -115,6 +117,8 @@ pub(in crate::port::rewrite) fn keep_library_devices(
     {
         return;
     }
+    // Library modules' imports are followed too: a library module often holds the device
+    // default a program hands on (set G's SGLang arguments, set H's speaker encoder batcher).
     let (library, norm) = facts_around(path, src, HOPS);
     if let Some(library) = &library {
         let note = format!(
