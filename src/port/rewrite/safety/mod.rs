@@ -43,6 +43,7 @@ pub(in crate::port::rewrite) mod guard;
 pub(in crate::port::rewrite) mod handoff;
 pub(in crate::port::rewrite) mod library;
 pub(in crate::port::rewrite) mod lightning;
+pub(in crate::port::rewrite) mod local_torch;
 pub(in crate::port::rewrite) mod named;
 pub(in crate::port::rewrite) mod no_accelerator;
 pub(in crate::port::rewrite) mod own;
@@ -229,6 +230,7 @@ impl<'a> Checker<'a> {
             );
         }
         runtimes::keep_runtime_devices(self.src, self.rules, &mut self.diags);
+        local_torch::keep_before_local_torch(&self.parsed.module, &mut self.diags);
         if self.target == Target::Portable {
             device_libraries::keep_library_devices(
                 self.facts.path.as_deref(),

@@ -1,0 +1,112 @@
+//! A fix that writes `torch.` into a function that imports torch itself, further down
+//! (`def main(): parser.add_argument("--device", default="cuda") ... import torch`): Python
+//! takes `torch` as a local name of the whole function, so the rewritten line raises
+//! UnboundLocalError before that import runs, on every machine (set J's mask generator). An
+//! `import torch` added at the top of the file does not help. Such fixes become unsafe.
+
+use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor, TraversalSignal};
+use ruff_python_ast::{self as ast, AnyNodeRef, Stmt};
+use ruff_text_size::{Ranged, TextRange, TextSize};
+
+use crate::port::diagnostic::Diagnostic;
+
+/// Functions of the module (by their range) and where in each, not in a nested function or
+/// class, `torch` is bound by an import.
+struct Scan {
+    found: Vec<(TextRange, Vec<TextSize>)>,
+}
+
+/// Where `body` (not nested functions or classes) imports `torch` as `torch`.
+fn local_imports(body: &[Stmt], out: &mut Vec<TextSize>) {
+    for s in body {
+        match s {
+            Stmt::Import(i) => {
+                if i.names.iter().any(|a| {
+                    a.asname.is_none()
+                        && (a.name.as_str() == "torch" || a.name.starts_with("torch."))
+                        || a.asname.as_ref().is_some_and(|n| n.as_str() == "torch")
+                }) {
+                    out.push(s.start());
+                }
+            }
+            Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
+            _ => {
+                for b in crate::port::parse::child_bodies(s) {
+                    local_imports(b, out);
+                }
+            }
+        }
+    }
+}
+
+impl<'a> SourceOrderVisitor<'a> for Scan {
+    fn enter_node(&mut self, node: AnyNodeRef<'a>) -> TraversalSignal {
+        if let AnyNodeRef::StmtFunctionDef(f) = node {
+            let mut at = vec![];
+            local_imports(&f.body, &mut at);
+            // The body only: defaults and decorators run in the enclosing scope.
+            if let (false, Some(first)) = (at.is_empty(), f.body.first()) {
+                self.found
+                    .push((TextRange::new(first.start(), f.end()), at));
+            }
+        }
+        TraversalSignal::Traverse
+    }
+}
+
+/// Make unsafe the fixes that write `torch.` before a function's own `import torch`.
+pub(in crate::port::rewrite) fn keep_before_local_torch(
+    module: &ast::ModModule,
+    diags: &mut [Diagnostic],
+) {
+    if !diags.iter().any(|d| d.fix.is_some()) {
+        return;
+    }
+    let mut scan = Scan { found: vec![] };
+    for s in &module.body {
+        source_order::walk_stmt(&mut scan, s);
+    }
+    if scan.found.is_empty() {
+        return;
+    }
+    for d in diags.iter_mut() {
+        let Some(fix) = &d.fix else { continue };
+        if !fix.edits.iter().any(|e| e.content.contains("torch.")) {
+            continue;
+        }
+        // The innermost function around the finding that imports torch, only after it (an
+        // import above it, in its branch or not, is taken as binding it first).
+        let late = scan
+            .found
+            .iter()
+            .filter(|(f, _)| f.contains_range(d.range))
+            .min_by_key(|(f, _)| f.len())
+            .is_some_and(|(_, at)| at.iter().all(|p| *p > d.range.start()));
+        if late {
+            d.keep(
+                "not rewritten: this function imports torch further down, so Python takes \
+                 `torch` as its local name and the rewritten line would raise UnboundLocalError \
+                 before that import runs: move the import to the top of the function, then migrate",
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::port::test_support::ported;
+
+    #[test]
+    fn no_torch_before_a_local_import_of_torch() {
+        let src = "import argparse\n\n\ndef main():\n    p = argparse.ArgumentParser()\n    p.add_argument(\"--device\", default=\"cuda\")\n    args = p.parse_args()\n    import torch\n    return torch.zeros(1, device=args.device)\n\n\nif __name__ == \"__main__\":\n    main()\n";
+        assert!(ported(src).contains("default=\"cuda\""), "{}", ported(src));
+        let early = src
+            .replace("    import torch\n", "")
+            .replace("def main():\n", "def main():\n    import torch\n");
+        assert!(
+            !ported(&early).contains("default=\"cuda\""),
+            "{}",
+            ported(&early)
+        );
+    }
+}
