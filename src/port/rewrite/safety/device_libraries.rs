@@ -110,11 +110,8 @@ pub(in crate::port::rewrite) fn keep_library_devices(
     rules: &RuleSet,
     diags: &mut [Diagnostic],
 ) {
-    let family = |d: &Diagnostic| rules.rules[d.rule].family.clone();
-    if !diags
-        .iter()
-        .any(|d| d.fix.is_some() && matches!(family(d).as_str(), "DEV" | "STM"))
-    {
+    let devices = |d: &Diagnostic| matches!(rules.rules[d.rule].family.as_str(), "DEV" | "STM");
+    if !diags.iter().any(|d| d.fix.is_some() && devices(d)) {
         return;
     }
     // Library modules' imports are followed too: a library module often holds the device
@@ -126,12 +123,7 @@ pub(in crate::port::rewrite) fn keep_library_devices(
              (\"tpu\" fails there): load that library's models on the CPU, or check that this \
              device is not the one it receives"
         );
-        for d in diags
-            .iter_mut()
-            .filter(|d| matches!(family(d).as_str(), "DEV" | "STM"))
-        {
-            d.make_unsafe(&note);
-        }
+        super::scope::keep_module_devices(rules, &note, diags);
     }
     if norm
         || library

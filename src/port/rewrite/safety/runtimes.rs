@@ -44,9 +44,7 @@ pub(in crate::port::rewrite) fn keep_runtime_devices(
          that runtime's backend (an execution provider, a delegate) rather than this program's \
          tensors; the runtime has no TPU backend: check that this device is PyTorch's"
     );
-    for d in diags.iter_mut().filter(|d| devices(d)) {
-        d.make_unsafe(&note);
-    }
+    super::scope::keep_module_devices(rules, &note, diags);
 }
 
 #[cfg(test)]
