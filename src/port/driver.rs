@@ -106,7 +106,7 @@ pub fn run_to(
     let taken_back = if opts.no_ignore {
         vec![]
     } else {
-        super::ignored::imported_but_ignored(&found.files, &opts.paths, opts.exclude.as_ref())
+        super::ignored::imported_but_ignored(&found, &opts.paths, opts.exclude.as_ref())
     };
     if !taken_back.is_empty() {
         found.files.extend(taken_back.iter().cloned());

@@ -46,6 +46,9 @@ pub struct Discovered {
     /// notebooks, with how many (at most [`HIDDEN_COUNT_CAP`]): the summary says so, since a
     /// training script there is not ported and nothing else would tell.
     pub hidden: Vec<(PathBuf, usize)>,
+    /// A `.gitignore` or `.ignore` was met in a walked folder (its rules may have hidden
+    /// project modules: `port::ignored`).
+    pub ignore_files: bool,
 }
 
 /// How many files of one hidden folder are counted.
@@ -105,6 +108,7 @@ pub fn discover_with(
     let mut issues = vec![];
     let mut warnings = vec![];
     let mut hidden = vec![];
+    let ignore_files = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for p in paths {
         match fs::metadata(p) {
             Err(e) => {
@@ -135,6 +139,7 @@ pub fn discover_with(
             .filter_entry({
                 let exclude = exclude.cloned();
                 let skipped_hidden = skipped_hidden.clone();
+                let ignore_files = ignore_files.clone();
                 move |e| {
                     let dir = || e.file_type().is_some_and(|t| t.is_dir());
                     if e.depth() == 0 {
@@ -142,6 +147,9 @@ pub fn discover_with(
                     }
                     let name = e.file_name().to_string_lossy();
                     if !no_ignore && name.starts_with('.') {
+                        if name == ".gitignore" || name == ".ignore" {
+                            ignore_files.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
                         if dir()
                             && !TOOL_FOLDERS.contains(&name.as_ref())
                             && let Ok(mut h) = skipped_hidden.lock()
@@ -198,6 +206,7 @@ pub fn discover_with(
         issues,
         warnings,
         hidden,
+        ignore_files: ignore_files.load(std::sync::atomic::Ordering::Relaxed),
     }
 }
 

@@ -7,93 +7,45 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
-
-use regex::Regex;
 
 use super::config::Exclude;
-use super::neighbours::{is_file, module_in_tree};
-
-/// An import at any indentation: `from .x import a, b`, `from pkg.x import y`, `import pkg.x`.
-static IMPORT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?m)^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([\w, \t]*)|import[ \t]+([\w.]+))",
-    )
-    .unwrap()
-});
+use super::files::Discovered;
+use super::neighbours::is_file;
+use super::program::imports::{Depth, imports_at};
 
 /// At most this many files are taken back (a tree that ignores a whole vendored library).
 const CAP: usize = 2000;
 
-/// Is there an ignore file that could have hidden something: in a walked folder or above it?
-fn has_ignore_file(roots: &[PathBuf]) -> bool {
-    roots.iter().filter(|r| r.is_dir()).any(|r| {
-        r.ancestors()
-            .any(|a| a.join(".gitignore").is_file() || a.join(".ignore").is_file())
-            || walkdir_has_ignore(r)
-    })
+/// Is there an ignore file that could have hidden something: in a walked folder (the walk
+/// saw it: `seen_in_walk`) or above one?
+fn has_ignore_file(roots: &[PathBuf], seen_in_walk: bool) -> bool {
+    seen_in_walk
+        || roots.iter().any(|r| {
+            r.ancestors()
+                .skip(1)
+                .any(|a| a.join(".gitignore").is_file() || a.join(".ignore").is_file())
+        })
 }
 
-/// A `.gitignore` or `.ignore` anywhere under `root` (hidden folders left out).
-fn walkdir_has_ignore(root: &Path) -> bool {
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            if name == ".gitignore" || name == ".ignore" {
-                return true;
-            }
-            if !name.starts_with('.') && e.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(e.path());
+/// The project files that the module at `path` (its source `text`) imports, at any indentation
+/// (the program model's import follower), with the `__init__.py` of each package above them
+/// that Python runs first.
+fn imports_of(path: &Path, text: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = vec![];
+    for i in imports_at(path, text, Depth::Anywhere) {
+        for init in i
+            .file
+            .ancestors()
+            .skip(1)
+            .map(|d| d.join("__init__.py"))
+            .take_while(|f| is_file(f))
+        {
+            if init != path && !out.contains(&init) {
+                out.push(init);
             }
         }
-    }
-    false
-}
-
-/// The project files that the module at `path` (its source `text`) imports, at any indentation,
-/// each with the module name it is imported as (a name a `from` import takes may be a
-/// submodule: `from pkg.models import wrapper`).
-pub(crate) fn imports_of(path: &Path, text: &str) -> Vec<(String, PathBuf)> {
-    let mut out = vec![];
-    for c in IMPORT.captures_iter(text) {
-        let (dots, module, names) = match (c.get(2), c.get(4)) {
-            (Some(m), _) => (
-                c.get(1).map_or(0, |d| d.as_str().len()),
-                m.as_str(),
-                c.get(3).map_or("", |n| n.as_str()),
-            ),
-            (None, Some(m)) => (0, m.as_str(), ""),
-            _ => continue,
-        };
-        let mut candidates: Vec<String> = names
-            .split(',')
-            .filter_map(|n| n.split_whitespace().next())
-            .map(|n| {
-                if module.is_empty() {
-                    n.to_string()
-                } else {
-                    format!("{module}.{n}")
-                }
-            })
-            .collect();
-        candidates.push(module.to_string());
-        for m in candidates {
-            let segments: Vec<&str> = m.split('.').filter(|s| !s.is_empty()).collect();
-            if segments.is_empty() {
-                continue;
-            }
-            let sibling = (dots == 0 && segments.len() == 1)
-                .then(|| path.parent().map(|d| d.join(format!("{}.py", segments[0]))))
-                .flatten()
-                .filter(|p| is_file(p));
-            if let Some(file) = module_in_tree(path, dots, &segments).or(sibling) {
-                out.push((m.clone(), file));
-            }
+        if !out.contains(&i.file) {
+            out.push(i.file);
         }
     }
     out
@@ -103,12 +55,13 @@ pub(crate) fn imports_of(path: &Path, text: &str) -> Vec<(String, PathBuf)> {
 /// `roots`, that the walk did not find (an ignore rule hid them), less what `exclude` names
 /// and hidden paths. Sorted.
 pub fn imported_but_ignored(
-    files: &[PathBuf],
+    found: &Discovered,
     roots: &[PathBuf],
     exclude: Option<&Exclude>,
 ) -> Vec<PathBuf> {
+    let files = &found.files;
     let dirs: Vec<PathBuf> = roots.iter().filter(|r| r.is_dir()).cloned().collect();
-    if dirs.is_empty() || !has_ignore_file(&dirs) {
+    if dirs.is_empty() || !has_ignore_file(&dirs, found.ignore_files) {
         return vec![];
     }
     let mut known: HashSet<PathBuf> = files.iter().cloned().collect();
@@ -122,7 +75,7 @@ pub fn imported_but_ignored(
         let Ok(text) = std::fs::read_to_string(&f) else {
             continue;
         };
-        for (_, m) in imports_of(&f, &text) {
+        for m in imports_of(&f, &text) {
             if known.contains(&m) || added.len() >= CAP {
                 continue;
             }
@@ -174,15 +127,22 @@ mod tests {
         std::fs::write(&train, "from pkg.models.seg import Net\n").unwrap();
         let found = crate::port::files::discover(std::slice::from_ref(&root), false);
         assert!(!found.files.iter().any(|f| f.ends_with("seg.py")));
-        let back = imported_but_ignored(&found.files, std::slice::from_ref(&root), None);
+        let back = imported_but_ignored(&found, std::slice::from_ref(&root), None);
         let names: Vec<String> = back
             .iter()
             .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
             .collect();
-        assert_eq!(names, ["pkg/models/seg.py", "pkg/models/util.py"]);
+        assert_eq!(
+            names,
+            [
+                "pkg/models/__init__.py",
+                "pkg/models/seg.py",
+                "pkg/models/util.py"
+            ]
+        );
         // Nothing is ignored: nothing to take back.
         std::fs::remove_file(root.join(".gitignore")).unwrap();
         let found = crate::port::files::discover(std::slice::from_ref(&root), false);
-        assert!(imported_but_ignored(&found.files, std::slice::from_ref(&root), None).is_empty());
+        assert!(imported_but_ignored(&found, std::slice::from_ref(&root), None).is_empty());
     }
 }

@@ -267,6 +267,7 @@ fn classes_of_wrong_safe_fixes_are_portable() {
         "pin = device.type in (\"cuda\", \"tpu\")",
         "def load(path, device=torch.accelerator.current_accelerator()):",
         "if use_cuda:\n    net.to(torch.accelerator.current_accelerator())",
+        "    if torch.cuda.device_count() > 1:\n        model = nn.DataParallel(model)",
     ]);
     p.assert_stable();
     insta::assert_snapshot!(p.snapshot());

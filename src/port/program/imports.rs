@@ -1,5 +1,7 @@
 //! The project modules a file imports: its top-level `import` and `from ... import` statements
-//! (column 0: not under `try`/`if`, not in a function), resolved on disk to a module beside the
+//! (column 0: not under `try`/`if`, not in a function), or, where asked ([`Depth::Anywhere`]),
+//! those at any indentation too (a CLI that imports its commands' modules inside functions),
+//! resolved on disk to a module beside the
 //! file (as `python script.py` finds it) or in a package of its tree, or, for a file that edits
 //! `sys.path`, in a folder beside it that the file names in a string (`"src"`, `".."`). The one
 //! import follower of the program model: PRG001's judgement over a run's files, and the program lints (PERF001,
@@ -24,14 +26,33 @@ static IMPORT: LazyLock<Regex> = LazyLock::new(|| {
     .unwrap()
 });
 
+/// The same at any indentation (in a function, under `try` or `if`).
+static IMPORT_ANYWHERE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?m)^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)|import[ \t]+([\w., \t]+))",
+    )
+    .unwrap()
+});
+
+/// Which import statements are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    /// Column 0 only: what importing the module runs.
+    TopLevel,
+    /// At any indentation too: what the module may run (lazy imports in functions).
+    Anywhere,
+}
+
 /// How many modules a program may hold (a guard against following a whole framework).
 pub const MAX_MODULES: usize = 400;
 
-/// One project module a file imports: its file, and the byte range of the import statement.
+/// One project module a file imports: its file, the byte range of the import statement, and
+/// the module's dotted name as written there (`.util`, `pkg.models.seg`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Import {
     pub file: PathBuf,
     pub at: Range<usize>,
+    pub name: String,
 }
 
 /// The project modules the file at `path` (its text `text`) imports at top level, each once, in
@@ -39,6 +60,15 @@ pub struct Import {
 /// `__init__.py` is read only where no name it gives is a submodule (it often imports
 /// everything the package has).
 pub fn project_imports(path: &Path, text: &str) -> Vec<Import> {
+    imports_at(path, text, Depth::TopLevel)
+}
+
+/// [`project_imports`], reading the statements `depth` says.
+pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
+    let re = match depth {
+        Depth::TopLevel => &IMPORT,
+        Depth::Anywhere => &IMPORT_ANYWHERE,
+    };
     let roots = path_folders(path, text);
     let resolve = |path: &Path, level: usize, segments: &[&str]| {
         resolve(path, level, segments).or_else(|| {
@@ -48,7 +78,7 @@ pub fn project_imports(path: &Path, text: &str) -> Vec<Import> {
         })
     };
     let mut out: Vec<Import> = vec![];
-    let mut add = |file: Option<PathBuf>, at: &Range<usize>| {
+    let mut add = |file: Option<PathBuf>, at: &Range<usize>, name: String| {
         if let Some(file) = file
             && file != path
             && !out.iter().any(|i| i.file == file)
@@ -56,10 +86,11 @@ pub fn project_imports(path: &Path, text: &str) -> Vec<Import> {
             out.push(Import {
                 file,
                 at: at.clone(),
+                name,
             });
         }
     };
-    for m in IMPORT.captures_iter(text) {
+    for m in re.captures_iter(text) {
         let at = m.get(0).map(|g| g.range()).unwrap_or_default();
         if let Some(module) = m.get(2) {
             let level = m.get(1).map_or(0, |g| g.as_str().len());
@@ -80,7 +111,8 @@ pub fn project_imports(path: &Path, text: &str) -> Vec<Import> {
                 sub.push(name);
                 if let Some(f) = resolve(path, level, &sub) {
                     submodules = true;
-                    add(Some(f), &at);
+                    let dots = ".".repeat(level);
+                    add(Some(f), &at, format!("{dots}{}", sub.join(".")));
                 }
             }
             let module = resolve(path, level, &segments);
@@ -88,7 +120,11 @@ pub fn project_imports(path: &Path, text: &str) -> Vec<Import> {
                 .as_ref()
                 .is_some_and(|f| f.file_name().is_some_and(|n| n == "__init__.py"));
             if !(submodules && init) {
-                add(module, &at);
+                add(
+                    module,
+                    &at,
+                    format!("{}{}", ".".repeat(level), segments.join(".")),
+                );
             }
         } else if let Some(list) = m.get(4) {
             for item in list.as_str().split(',') {
@@ -96,7 +132,7 @@ pub fn project_imports(path: &Path, text: &str) -> Vec<Import> {
                     continue;
                 };
                 let segments: Vec<&str> = module.split('.').filter(|s| !s.is_empty()).collect();
-                add(resolve(path, 0, &segments), &at);
+                add(resolve(path, 0, &segments), &at, module.to_string());
             }
         }
     }
@@ -201,11 +237,12 @@ pub fn reachable(
     path: &Path,
     text: &str,
     max_hops: usize,
+    depth: Depth,
     imports_of: &dyn Fn(&Path) -> Option<Arc<Vec<PathBuf>>>,
 ) -> Vec<Member> {
     let mut seen: HashSet<PathBuf> = HashSet::from([path.to_path_buf()]);
     let mut queue: VecDeque<Member> = VecDeque::new();
-    for i in project_imports(path, text) {
+    for i in imports_at(path, text, depth) {
         if seen.insert(i.file.clone()) {
             queue.push_back(Member {
                 file: i.file,
@@ -244,7 +281,7 @@ pub fn modules_of(path: &Path, text: &str) -> Vec<Member> {
 
 /// [`modules_of`], at most `hops` imports away from the file.
 pub fn modules_within(path: &Path, text: &str, hops: usize) -> Vec<Member> {
-    reachable(path, text, hops, &imports_on_disk)
+    reachable(path, text, hops, Depth::TopLevel, &imports_on_disk)
 }
 
 /// The first project module of [`modules_within`] `hops` whose text satisfies `pred` (a file

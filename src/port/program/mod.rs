@@ -138,8 +138,10 @@ pub fn judge(files: &[FileState]) -> Vec<Program> {
     out
 }
 
-/// The entry script and the project modules it reaches through top-level imports, among the
-/// files of the run.
+/// The entry script and the project modules it reaches through imports, among the files of the
+/// run. Imports at any indentation count: a module a function imports runs when the program
+/// calls it (a CLI importing each command's module on demand; set J's tagger ran on the CPU
+/// with no finding where only top-level imports were followed).
 fn members<'a>(
     entry: &'a FileState,
     by_path: &BTreeMap<&Path, &'a FileState>,
@@ -147,7 +149,7 @@ fn members<'a>(
     let imports_of = |p: &Path| {
         by_path.get(p).map(|f| {
             Arc::new(
-                imports::project_imports(p, &f.text)
+                imports::imports_at(p, &f.text, imports::Depth::Anywhere)
                     .into_iter()
                     .map(|i| i.file)
                     .collect::<Vec<_>>(),
@@ -155,7 +157,13 @@ fn members<'a>(
         })
     };
     let mut out = vec![entry];
-    for m in imports::reachable(&entry.path, &entry.text, usize::MAX, &imports_of) {
+    for m in imports::reachable(
+        &entry.path,
+        &entry.text,
+        usize::MAX,
+        imports::Depth::Anywhere,
+        &imports_of,
+    ) {
         if let Some(f) = by_path.get(m.file.as_path()) {
             out.push(f);
         }

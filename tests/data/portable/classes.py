@@ -69,5 +69,13 @@ def step(x, y):
     return net(x), y
 
 
+# 5. A CUDA count that gates DataParallel stays: on a multi-chip TPU host torch.accelerator
+#    counts the chips, and DataParallel's CUDA broadcasts fail there (set H).
+def wrap(model):
+    if torch.cuda.device_count() > 1:
+        model = nn.DataParallel(model)
+    return model
+
+
 if __name__ == "__main__":
     step(torch.randn(2, 4), torch.randn(2, 4))

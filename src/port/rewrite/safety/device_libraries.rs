@@ -13,7 +13,10 @@
 //! module built with the old `torch.nn.utils.weight_norm` cannot be moved or loaded under it
 //! (`Couldn't swap Conv1d.weight_g`, measured with torch 2.15): where the module or a project
 //! module it imports uses the old `weight_norm`, or a library above builds models with it
-//! (SpeechBrain's HiFi-GAN), the switch is unsafe.
+//! (SpeechBrain's HiFi-GAN), the switch is unsafe. So it is where the program wraps a model in
+//! DDP or FSDP and loads a state dict: under the switch `load_state_dict` swaps the parameters
+//! it loads, and one that DDP's reducer already holds cannot be swapped ("Expected use_count of
+//! t1 to be 1 or 2 ... got 4", set J's resumed DDP training).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -22,6 +25,7 @@ use std::sync::{LazyLock, Mutex};
 use regex::Regex;
 
 use crate::port::diagnostic::Diagnostic;
+use crate::port::program::imports::{Depth, imports_at};
 use crate::port::rules::RuleSet;
 
 /// An import of such a library, at any indentation.
@@ -40,17 +44,72 @@ static OLD_WEIGHT_NORM: LazyLock<Regex> = LazyLock::new(|| {
     .unwrap()
 });
 
+/// A wrapper that holds its own references to the parameters (DDP's reducer, FSDP): a
+/// parameter swap, as `load_state_dict` does under the switch, refuses a tensor held there.
+static PARAMETER_HOLDER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?-u:\b)(?:DistributedDataParallel|DDP|FullyShardedDataParallel|FSDP|fully_shard)[ \t]*\(")
+        .unwrap()
+});
+
+/// A state restore: under the switch `load_state_dict` swaps every parameter it loads.
+static STATE_LOAD: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\.load_state_dict[ \t]*\(").unwrap());
+
 /// How many project modules away the library (or old weight_norm) may be.
 const HOPS: usize = 2;
 
-/// What in `text` (a module's source) makes its devices another library's, or its swap
-/// switch unsafe: (library, old weight_norm).
-fn facts_of(text: &str) -> (Option<String>, bool) {
-    let library = DEVICE_LIBRARY.captures(text).map(|c| c[1].to_string());
-    (library, OLD_WEIGHT_NORM.is_match(text))
+/// What a module, with the project modules it imports, does that makes its devices another
+/// library's or its weight-tie switch unsafe.
+#[derive(Debug, Clone, Default)]
+struct Facts {
+    /// A library that knows no TorchTPU device, and the project module it was imported in
+    /// (None: this module itself).
+    library: Option<(String, Option<String>)>,
+    /// The old `torch.nn.utils.weight_norm`.
+    old_weight_norm: bool,
+    /// DDP or FSDP wraps a model.
+    holds_parameters: bool,
+    /// A state dict is loaded into a module.
+    loads_state: bool,
 }
 
-type Facts = (Option<String>, bool);
+impl Facts {
+    /// The facts of one module's source, alone.
+    fn of(text: &str) -> Facts {
+        Facts {
+            library: DEVICE_LIBRARY
+                .captures(text)
+                .map(|c| (c[1].to_string(), None)),
+            old_weight_norm: OLD_WEIGHT_NORM.is_match(text),
+            holds_parameters: PARAMETER_HOLDER.is_match(text),
+            loads_state: STATE_LOAD.is_match(text),
+        }
+    }
+
+    fn complete(&self) -> bool {
+        self.library.is_some() && self.old_weight_norm && self.holds_parameters && self.loads_state
+    }
+
+    /// Add what an imported project module (`module`, as imported) brings.
+    fn absorb(&mut self, other: Facts, module: &str) {
+        if self.library.is_none() {
+            self.library = other
+                .library
+                .map(|(lib, via)| (lib, Some(via.unwrap_or_else(|| module.to_string()))));
+        }
+        self.old_weight_norm |= other.old_weight_norm;
+        self.holds_parameters |= other.holds_parameters;
+        self.loads_state |= other.loads_state;
+    }
+
+    /// The library, in words: `speechbrain` or `speechbrain (through `pkg.voice`)`.
+    fn library_named(&self) -> Option<String> {
+        self.library.as_ref().map(|(lib, via)| match via {
+            Some(via) => format!("{lib} (through `{via}`)"),
+            None => lib.clone(),
+        })
+    }
+}
 
 /// (File, hops) → its facts, for the files already read.
 static SEEN: LazyLock<Mutex<HashMap<(PathBuf, usize), Facts>>> = LazyLock::new(Default::default);
@@ -58,52 +117,48 @@ static SEEN: LazyLock<Mutex<HashMap<(PathBuf, usize), Facts>>> = LazyLock::new(D
 /// The project files the module at `path` imports (at any indentation), packages' `__init__.py`
 /// left out (they often import everything).
 fn imported_files(path: &Path, src: &str) -> Vec<(String, PathBuf)> {
-    crate::port::ignored::imports_of(path, src)
+    imports_at(path, src, Depth::Anywhere)
         .into_iter()
-        .filter(|(_, file)| file != path && file.file_name().is_none_or(|n| n != "__init__.py"))
+        .filter(|i| i.file.file_name().is_none_or(|n| n != "__init__.py"))
+        .map(|i| (i.name, i.file))
         .collect()
 }
 
 /// The same for the module and the project modules it imports, within `hops`.
 fn facts_around(path: Option<&Path>, src: &str, hops: usize) -> Facts {
-    let (mut library, mut norm) = facts_of(src);
+    let mut facts = Facts::of(src);
     let Some(path) = path else {
-        return (library, norm);
+        return facts;
     };
     if hops == 0 {
-        return (library, norm);
+        return facts;
     }
     for (module, file) in imported_files(path, src) {
-        if library.is_some() && norm {
+        if facts.complete() {
             break;
         }
         let key = (file.clone(), hops - 1);
         let known = SEEN.lock().ok().and_then(|s| s.get(&key).cloned());
-        let (l, n) = match known {
+        let found = match known {
             Some(f) => f,
             None => {
                 let f = std::fs::read_to_string(&file)
                     .map(|t| facts_around(Some(&file), &t, hops - 1))
-                    .unwrap_or((None, false));
+                    .unwrap_or_default();
                 if let Ok(mut s) = SEEN.lock() {
                     s.insert(key, f.clone());
                 }
                 f
             }
         };
-        if library.is_none() {
-            library = l.map(|l| match l.split_once(" (through") {
-                Some((lib, _)) => format!("{lib} (through `{module}`)"),
-                None => format!("{l} (through `{module}`)"),
-            });
-        }
-        norm |= n;
+        facts.absorb(found, &module);
     }
-    (library, norm)
+    facts
 }
 
 /// Make the device fixes unsafe where the devices most likely go to a library that knows no
-/// TorchTPU device, and the weight-tie switch where old weight_norm modules would not move.
+/// TorchTPU device, and the weight-tie switch where old weight_norm modules would not move or a
+/// DDP/FSDP-wrapped model loads a state dict.
 pub(in crate::port::rewrite) fn keep_library_devices(
     path: Option<&Path>,
     src: &str,
@@ -116,7 +171,8 @@ pub(in crate::port::rewrite) fn keep_library_devices(
     }
     // Library modules' imports are followed too: a library module often holds the device
     // default a program hands on (set G's SGLang arguments, set H's speaker encoder batcher).
-    let (library, norm) = facts_around(path, src, HOPS);
+    let facts = facts_around(path, src, HOPS);
+    let library = facts.library_named();
     if let Some(library) = &library {
         let note = format!(
             "unsafe: this module hands devices to {library}, which knows no TorchTPU device \
@@ -125,22 +181,47 @@ pub(in crate::port::rewrite) fn keep_library_devices(
         );
         super::scope::keep_module_devices(rules, &note, diags);
     }
-    if norm
+    // The switch runs when this module is imported too: an entry script of the tree that
+    // imports it (a trainer importing a model file that has its own `__main__`) counts.
+    let mut facts = facts;
+    if diags.iter().any(|d| rules.rules[d.rule].id == "DEV018")
+        && let Some(entry) = path.and_then(crate::port::program::imports::entry_importing)
+        && let Ok(text) = std::fs::read_to_string(&entry)
+    {
+        let importer = facts_around(Some(&entry), &text, HOPS);
+        facts.old_weight_norm |= importer.old_weight_norm;
+        facts.holds_parameters |= importer.holds_parameters;
+        facts.loads_state |= importer.loads_state;
+    }
+    let switch_note = if facts.old_weight_norm
         || library
             .as_deref()
             .is_some_and(|l| l.starts_with("speechbrain"))
     {
+        Some(
+            "unsafe: parameter swapping, which this fix turns on for the whole process, \
+             cannot move a module built with the old torch.nn.utils.weight_norm (\"Couldn't \
+             swap ... weight_g\"), which this program (or a library it loads) uses: switch \
+             those to torch.nn.utils.parametrizations.weight_norm, or re-tie the weights after \
+             the move instead",
+        )
+    } else if facts.holds_parameters && facts.loads_state {
+        Some(
+            "unsafe: under parameter swapping, which this fix turns on for the whole process, \
+             load_state_dict swaps the parameters it loads, and a parameter that DDP or FSDP \
+             already holds cannot be swapped (\"Expected use_count of t1 to be 1 or 2\"); this \
+             program wraps a model in one and loads a state dict: load the state before the \
+             wrap, or re-tie the weights after the move instead",
+        )
+    } else {
+        None
+    };
+    if let Some(note) = switch_note {
         for d in diags
             .iter_mut()
             .filter(|d| rules.rules[d.rule].id == "DEV018")
         {
-            d.make_unsafe(
-                "unsafe: parameter swapping, which this fix turns on for the whole process, \
-                 cannot move a module built with the old torch.nn.utils.weight_norm (\"Couldn't \
-                 swap ... weight_g\"), which this program (or a library it loads) uses: switch \
-                 those to torch.nn.utils.parametrizations.weight_norm, or re-tie the weights after \
-                 the move instead",
-            );
+            d.make_unsafe(note);
         }
     }
 }
@@ -167,6 +248,45 @@ mod tests {
         }
         let plain = "import torch\n\nDEV = \"cuda\"\nx = torch.zeros(2, device=DEV)\n";
         assert_ne!(ported(plain), plain);
+    }
+
+    #[test]
+    fn the_weight_tie_switch_is_unsafe_where_ddp_holds_parameters_and_a_state_is_loaded() {
+        let src = "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nfrom transformers import AutoModelForCausalLM\n\n\ndef main():\n    device = \"cuda\" if torch.cuda.is_available() else \"cpu\"\n    model = AutoModelForCausalLM.from_pretrained(\"gpt2\").to(device)\n    model = DDP(model)\n    model.module.load_state_dict(torch.load(\"ckpt.pt\"))\n\n\nif __name__ == \"__main__\":\n    main()\n";
+        assert!(!ported(src).contains("set_swap_module_params_on_conversion"));
+        // Either alone leaves it safe.
+        for (from, to) in [
+            ("model = DDP(model)", "pass"),
+            (
+                "model.module.load_state_dict(torch.load(\"ckpt.pt\"))",
+                "pass",
+            ),
+        ] {
+            let one = src.replace(from, to);
+            assert!(
+                ported(&one).contains("set_swap_module_params_on_conversion"),
+                "{one}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_switch_in_a_model_file_counts_the_trainer_that_imports_it() {
+        let model = "import torch\nfrom torch import nn\n\n\nclass GPT(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.a = nn.Linear(2, 2)\n        self.b = nn.Linear(2, 2)\n        self.a.weight = self.b.weight\n\n\nif __name__ == \"__main__\":\n    GPT().to(\"cuda\")\n";
+        let train = "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nfrom model import GPT\n\nif __name__ == \"__main__\":\n    m = DDP(GPT().to(\"cuda\"))\n    m.module.load_state_dict(torch.load(\"c.pt\"))\n";
+        let switch = |train: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            let path = crate::port::test_support::write(dir.path(), "model.py", model);
+            crate::port::test_support::write(dir.path(), "train.py", train);
+            crate::port::test_support::migrate("DEV018", model, Some(&path))
+                .output
+                .is_some_and(|o| o.contains("set_swap_module_params_on_conversion"))
+        };
+        assert!(!switch(train));
+        assert!(switch(&train.replace(
+            "m.module.load_state_dict(torch.load(\"c.pt\"))",
+            "pass"
+        )));
     }
 
     #[test]

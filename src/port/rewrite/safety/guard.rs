@@ -30,7 +30,19 @@ struct Scan<'s> {
     /// what they are.
     kernels: HashMap<String, String>,
     found: Option<String>,
+    /// Scanning the code a CUDA test selects: [`NOT_ON_A_TPU`] counts too.
+    guarded: bool,
 }
+
+/// Code that is not CUDA-only but must not be selected on a TPU: DataParallel replicates with
+/// `torch.cuda.comm` broadcasts, so on a multi-chip TPU VM (where `torch.accelerator` counts the
+/// chips) its first forward fails, where the CUDA count it was gated on kept it off (set H).
+const NOT_ON_A_TPU: &[&str] = &[
+    "torch.nn.DataParallel",
+    "torch.nn.parallel.DataParallel",
+    "torch.nn.parallel.data_parallel",
+    "torch.nn.parallel.data_parallel.DataParallel",
+];
 
 impl Scan<'_> {
     /// Adds the names the statements of `body` assign from CUDA-only code (in order: a later
@@ -49,6 +61,16 @@ impl Scan<'_> {
                 }
             }
         }
+    }
+}
+
+impl Scan<'_> {
+    /// What makes the qualified name `q` one a guard keeps (CUDA-only, or wrong on a TPU).
+    fn named(&self, q: &str) -> Option<String> {
+        cuda_only_name(q).or_else(|| {
+            (self.guarded && NOT_ON_A_TPU.contains(&q))
+                .then(|| format!("`{q}`, which fails on a multi-chip TPU host"))
+        })
     }
 }
 
@@ -83,10 +105,7 @@ impl<'a> SourceOrderVisitor<'a> for Scan<'_> {
         self.found = match expr {
             Expr::Name(n) if n.ctx == ExprContext::Load => match self.kernels.get(n.id.as_str()) {
                 Some(what) => Some(what.clone()),
-                None => self
-                    .sem
-                    .qualified_name(expr)
-                    .and_then(|q| cuda_only_name(&q)),
+                None => self.sem.qualified_name(expr).and_then(|q| self.named(&q)),
             },
             Expr::Attribute(a) if a.ctx == ExprContext::Load => {
                 let method = match a.value.as_ref() {
@@ -95,11 +114,7 @@ impl<'a> SourceOrderVisitor<'a> for Scan<'_> {
                     }
                     _ => None,
                 };
-                method.or_else(|| {
-                    self.sem
-                        .qualified_name(expr)
-                        .and_then(|q| cuda_only_name(&q))
-                })
+                method.or_else(|| self.sem.qualified_name(expr).and_then(|q| self.named(&q)))
             }
             _ => None,
         };
@@ -193,7 +208,7 @@ impl<'a> Checker<'a> {
         for pos in (0..stack.len()).rev() {
             match stack[pos] {
                 AnyNodeRef::StmtIf(s) if s.test.range().contains_range(range) => {
-                    let mut scan = self.scanner(stack);
+                    let mut scan = self.guard_scanner(stack);
                     scan.scan_stmts(&s.body);
                     for c in &s.elif_else_clauses {
                         scan.scan_stmts(&c.body);
@@ -209,18 +224,18 @@ impl<'a> Checker<'a> {
                         .as_ref()
                         .is_some_and(|t| t.range().contains_range(range)) =>
                 {
-                    let mut scan = self.scanner(stack);
+                    let mut scan = self.guard_scanner(stack);
                     scan.scan_stmts(&c.body);
                     return scan.found.map(guard_note);
                 }
                 AnyNodeRef::StmtAssert(a) if a.test.range().contains_range(range) => {
-                    let mut scan = self.scanner(stack);
+                    let mut scan = self.guard_scanner(stack);
                     let parent = pos.checked_sub(1).map(|p| stack[p]);
                     scan.scan_rest(self.after(parent, a.range));
                     return scan.found.map(guard_note);
                 }
                 AnyNodeRef::ExprIf(e) if e.test.range().contains_range(range) => {
-                    let mut scan = self.scanner(stack);
+                    let mut scan = self.guard_scanner(stack);
                     scan.visit_expr(&e.body);
                     scan.visit_expr(&e.orelse);
                     return scan.found.map(guard_note);
@@ -323,6 +338,7 @@ impl<'a> Checker<'a> {
                     sem: self.sem,
                     kernels: self.cuda_defs().clone(),
                     found: None,
+                    guarded: false,
                 };
                 scan.assigned_kernels(&self.parsed.module.body);
                 scan.kernels
@@ -332,6 +348,7 @@ impl<'a> Checker<'a> {
             sem: self.sem,
             kernels,
             found: None,
+            guarded: false,
         };
         let func = stack.iter().rev().find_map(|n| match n {
             AnyNodeRef::StmtFunctionDef(f) => Some(&f.body[..]),
@@ -341,6 +358,14 @@ impl<'a> Checker<'a> {
             scan.assigned_kernels(body);
         }
         scan.found = None;
+        scan
+    }
+
+    /// [`Self::scanner`] for the code a CUDA test selects (under the portable port, which
+    /// extends the test to the TPU, [`NOT_ON_A_TPU`] counts too; `--to tpu` keeps its output).
+    fn guard_scanner(&self, stack: &[AnyNodeRef<'a>]) -> Scan<'_> {
+        let mut scan = self.scanner(stack);
+        scan.guarded = self.target == crate::port::rules::Target::Portable;
         scan
     }
 
@@ -402,6 +427,7 @@ fn cuda_only_defs(
         sem,
         kernels,
         found: None,
+        guarded: false,
     };
     let mut defs: Vec<(String, &[Stmt])> = vec![];
     for stmt in top_level(module) {

@@ -3,6 +3,10 @@
 //! takes `torch` as a local name of the whole function, so the rewritten line raises
 //! UnboundLocalError before that import runs, on every machine (set J's mask generator). An
 //! `import torch` added at the top of the file does not help. Such fixes become unsafe.
+//!
+//! A module that imports torch only inside functions or under `try`/`if` keeps torch optional
+//! (set J: a tagger whose default mode runs without torch): a fix that needs `import torch` at
+//! its top would make torch required there, so it becomes unsafe too.
 
 use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor, TraversalSignal};
 use ruff_python_ast::{self as ast, AnyNodeRef, Stmt};
@@ -92,6 +96,64 @@ pub(in crate::port::rewrite) fn keep_before_local_torch(
     }
 }
 
+/// Does the statement import torch or a module of it (`import torch.nn as nn`, `from torch
+/// import nn`)?
+fn imports_torch(s: &Stmt) -> bool {
+    match s {
+        Stmt::Import(i) => i
+            .names
+            .iter()
+            .any(|a| a.name.as_str() == "torch" || a.name.starts_with("torch.")),
+        Stmt::ImportFrom(f) => {
+            f.level == 0
+                && f.module
+                    .as_ref()
+                    .is_some_and(|m| m.as_str() == "torch" || m.starts_with("torch."))
+        }
+        _ => false,
+    }
+}
+
+/// Does `body`, or any block inside it, functions included, import torch?
+fn torch_imported_within(body: &[Stmt]) -> bool {
+    body.iter().any(|s| {
+        imports_torch(s)
+            || match s {
+                Stmt::FunctionDef(f) => torch_imported_within(&f.body),
+                Stmt::ClassDef(c) => torch_imported_within(&c.body),
+                _ => crate::port::parse::child_bodies(s)
+                    .into_iter()
+                    .any(torch_imported_within),
+            }
+    })
+}
+
+/// Make unsafe the fixes that need `import torch` at the top of a module that keeps torch
+/// optional (imports it only in functions or under `try`/`if`).
+pub(in crate::port::rewrite) fn keep_optional_torch(
+    module: &ast::ModModule,
+    diags: &mut [Diagnostic],
+) {
+    let needs_torch = |d: &Diagnostic| {
+        d.fix
+            .as_ref()
+            .is_some_and(|f| f.imports.iter().any(|i| i == "torch"))
+    };
+    if !diags.iter().any(needs_torch)
+        || module.body.iter().any(imports_torch)
+        || !torch_imported_within(&module.body)
+    {
+        return;
+    }
+    for d in diags.iter_mut().filter(|d| needs_torch(d)) {
+        d.make_unsafe(
+            "unsafe: this module imports torch only inside functions or under try/if (torch is \
+             optional here), and the fix needs `import torch` at its top, which would make torch \
+             required to import it: write the portable form where torch is imported",
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::port::test_support::ported;
@@ -108,5 +170,13 @@ mod tests {
             "{}",
             ported(&early)
         );
+    }
+
+    #[test]
+    fn no_import_of_torch_added_to_a_module_that_keeps_it_optional() {
+        let src = "DEVICE = \"cuda\"\n\n\ndef run(x):\n    import torch\n    return torch.as_tensor(x).to(DEVICE)\n";
+        assert_eq!(ported(src), src);
+        let plain = format!("import torch\n{src}");
+        assert_ne!(ported(&plain), plain);
     }
 }

@@ -231,6 +231,7 @@ impl<'a> Checker<'a> {
         }
         runtimes::keep_runtime_devices(self.src, self.rules, &mut self.diags);
         local_torch::keep_before_local_torch(&self.parsed.module, &mut self.diags);
+        local_torch::keep_optional_torch(&self.parsed.module, &mut self.diags);
         if self.target == Target::Portable {
             device_libraries::keep_library_devices(
                 self.facts.path.as_deref(),
