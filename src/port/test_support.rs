@@ -28,6 +28,15 @@ pub fn migrate_all(src: &str) -> Outcome {
     migrate_source_at(src, None, &rules, &index, Settings::default())
 }
 
+/// [`migrate_all`] of the file at `path`: the port, or `src` where nothing changes.
+pub fn migrate_all_at(src: &str, path: &Path) -> String {
+    let rules = RuleSet::builtin();
+    let index = RuleIndex::new(&rules);
+    migrate_source_at(src, Some(path), &rules, &index, Settings::default())
+        .output
+        .unwrap_or_else(|| src.to_string())
+}
+
 /// [`migrate_all`]'s text: the port, or `src` where nothing changes.
 pub fn ported(src: &str) -> String {
     migrate_all(src).output.unwrap_or_else(|| src.to_string())

@@ -119,12 +119,24 @@ pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
             let init = module
                 .as_ref()
                 .is_some_and(|f| f.file_name().is_some_and(|n| n == "__init__.py"));
+            let dotted = format!("{}{}", ".".repeat(level), segments.join("."));
             if !(submodules && init) {
-                add(
-                    module,
-                    &at,
-                    format!("{}{}", ".".repeat(level), segments.join(".")),
-                );
+                add(module.clone(), &at, dotted.clone());
+            }
+            // Names a package re-exports from its submodules (`from .encoder import
+            // create_encoder` in its `__init__.py`): the submodule that defines them, where
+            // everything a module may run is asked for.
+            if let (true, Depth::Anywhere, Some(package)) = (init, depth, module.as_ref()) {
+                let wanted: Vec<&str> = names
+                    .trim_matches(|c: char| c == '(' || c == ')' || c.is_whitespace())
+                    .split(',')
+                    .filter_map(|n| n.split_whitespace().next())
+                    .collect();
+                for (sub, file) in reexports(package).iter() {
+                    if wanted.contains(&sub.as_str()) {
+                        add(Some(file.clone()), &at, dotted.clone());
+                    }
+                }
             }
         } else if let Some(list) = m.get(4) {
             for item in list.as_str().split(',') {
@@ -137,6 +149,46 @@ pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
         }
     }
     out
+}
+
+/// A relative import in a package's `__init__.py`: `from .x import a, b as c` (or `(...)`).
+static RELATIVE_IMPORT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?m)^[ \t]*from[ \t]+(\.+)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)").unwrap()
+});
+
+/// Package `__init__.py` → the names it re-exports from its submodules, with their files.
+static REEXPORTS: tree::Kept<Arc<Vec<(String, PathBuf)>>> = LazyLock::new(Default::default);
+
+/// The names the package whose `__init__.py` is `init` re-exports from its own submodules
+/// (`from .encoder import create_encoder as make`: `make`), each with the submodule's file.
+fn reexports(init: &Path) -> Arc<Vec<(String, PathBuf)>> {
+    tree::fact(&REEXPORTS, init, |text| {
+        let mut out = vec![];
+        for c in RELATIVE_IMPORT.captures_iter(text) {
+            let level = c[1].len();
+            let segments: Vec<&str> = c[2].split('.').filter(|s| !s.is_empty()).collect();
+            if segments.is_empty() {
+                continue;
+            }
+            let Some(file) = resolve(init, level, &segments) else {
+                continue;
+            };
+            for item in c[3]
+                .trim_matches(|c: char| c == '(' || c == ')' || c.is_whitespace())
+                .split(',')
+            {
+                let words: Vec<&str> = item.split_whitespace().collect();
+                let name = match words.as_slice() {
+                    [_, "as", alias] => alias,
+                    [name, ..] => name,
+                    [] => continue,
+                };
+                out.push((name.to_string(), file.clone()));
+            }
+        }
+        Arc::new(out)
+    })
+    .unwrap_or_default()
 }
 
 /// A string literal naming a folder (`"src"`, `'lib'`, `".."`).
@@ -397,6 +449,31 @@ mod tests {
             files(project_imports(&demo, up)),
             vec![d.path().join("train.py")]
         );
+    }
+
+    #[test]
+    fn names_a_package_re_exports_reach_their_submodule() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("pkg/modules")).unwrap();
+        std::fs::write(d.path().join("pkg/__init__.py"), "").unwrap();
+        std::fs::write(
+            d.path().join("pkg/modules/__init__.py"),
+            "from .encoder import (\n    create_encoder,\n    EncoderConfig as Config,\n)\nfrom .other import thing\n",
+        )
+        .unwrap();
+        std::fs::write(d.path().join("pkg/modules/encoder.py"), "").unwrap();
+        std::fs::write(d.path().join("pkg/modules/other.py"), "").unwrap();
+        let script = d.path().join("train.py");
+        let text = "def main():\n    from pkg.modules import (\n        create_encoder,\n        Config,\n    )\n";
+        assert_eq!(
+            files(imports_at(&script, text, Depth::Anywhere)),
+            vec![
+                d.path().join("pkg/modules/__init__.py"),
+                d.path().join("pkg/modules/encoder.py"),
+            ]
+        );
+        // At top level only, the lazy import is not read.
+        assert!(project_imports(&script, text).is_empty());
     }
 
     #[test]

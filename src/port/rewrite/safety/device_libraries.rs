@@ -69,7 +69,9 @@ struct Facts {
     old_weight_norm: bool,
     /// DDP or FSDP wraps a model.
     holds_parameters: bool,
-    /// A state dict is loaded into a module.
+    /// A state dict is loaded after such a wrap in the same module, or in a module that wraps
+    /// nothing (where the order cannot be read); a load written before the wrap (nanoGPT's
+    /// resume, then `DDP(model)`) is fine.
     loads_state: bool,
 }
 
@@ -82,7 +84,10 @@ impl Facts {
                 .map(|c| (c[1].to_string(), None)),
             old_weight_norm: OLD_WEIGHT_NORM.is_match(text),
             holds_parameters: PARAMETER_HOLDER.is_match(text),
-            loads_state: STATE_LOAD.is_match(text),
+            loads_state: match PARAMETER_HOLDER.find(text) {
+                Some(wrap) => STATE_LOAD.is_match(&text[wrap.end()..]),
+                None => STATE_LOAD.is_match(text),
+            },
         }
     }
 
@@ -254,6 +259,20 @@ mod tests {
     fn the_weight_tie_switch_is_unsafe_where_ddp_holds_parameters_and_a_state_is_loaded() {
         let src = "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nfrom transformers import AutoModelForCausalLM\n\n\ndef main():\n    device = \"cuda\" if torch.cuda.is_available() else \"cpu\"\n    model = AutoModelForCausalLM.from_pretrained(\"gpt2\").to(device)\n    model = DDP(model)\n    model.module.load_state_dict(torch.load(\"ckpt.pt\"))\n\n\nif __name__ == \"__main__\":\n    main()\n";
         assert!(!ported(src).contains("set_swap_module_params_on_conversion"));
+        // A load before the wrap (nanoGPT's resume) swaps parameters nothing holds yet.
+        let early = src
+            .replace(
+                "    model.module.load_state_dict(torch.load(\"ckpt.pt\"))\n",
+                "",
+            )
+            .replace(
+                "    model = DDP(model)\n",
+                "    model.load_state_dict(torch.load(\"ckpt.pt\"))\n    model = DDP(model)\n",
+            );
+        assert!(
+            ported(&early).contains("set_swap_module_params_on_conversion"),
+            "{early}"
+        );
         // Either alone leaves it safe.
         for (from, to) in [
             ("model = DDP(model)", "pass"),

@@ -5,8 +5,10 @@
 //! `import torch` added at the top of the file does not help. Such fixes become unsafe.
 //!
 //! A module that imports torch only inside functions or under `try`/`if` keeps torch optional
-//! (set J: a tagger whose default mode runs without torch): a fix that needs `import torch` at
-//! its top would make torch required there, so it becomes unsafe too.
+//! (set J: a tagger whose default mode runs without torch), and one that does not import it at
+//! all may be shared with torch-free tools (set K: data-preparation configs a CPU pipeline
+//! imports without torch installed): a fix that needs `import torch` at its top would make
+//! torch required there, so it becomes unsafe too.
 
 use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor, TraversalSignal};
 use ruff_python_ast::{self as ast, AnyNodeRef, Stmt};
@@ -128,10 +130,62 @@ fn torch_imported_within(body: &[Stmt]) -> bool {
     })
 }
 
+/// Libraries that cannot be imported without torch: a module importing one needs torch already.
+const TORCH_LIBRARIES: &[&str] = &[
+    "transformers",
+    "diffusers",
+    "peft",
+    "trl",
+    "accelerate",
+    "lightning",
+    "pytorch_lightning",
+    "timm",
+    "deepspeed",
+    "opacus",
+    "ignite",
+    "spikingjelly",
+    "norse",
+    "apex",
+    "xformers",
+    "flash_attn",
+    "bitsandbytes",
+];
+
+/// Does the module, though it does not import torch itself, need it already: at top level it
+/// imports a torch library (`torch_xla`, `torchvision`, `transformers`, ...) or a project module
+/// that imports torch at top level?
+fn needs_torch_already(module: &ast::ModModule, path: Option<&std::path::Path>, src: &str) -> bool {
+    let torch_library = |name: &str| {
+        let root = name.split('.').next().unwrap_or("");
+        root.starts_with("torch") || TORCH_LIBRARIES.contains(&root)
+    };
+    let library = module.body.iter().any(|s| match s {
+        Stmt::Import(i) => i.names.iter().any(|a| torch_library(&a.name)),
+        Stmt::ImportFrom(f) => f.level == 0 && f.module.as_ref().is_some_and(|m| torch_library(m)),
+        _ => false,
+    });
+    library
+        || path.is_some_and(|p| {
+            crate::port::program::imports::project_imports(p, src)
+                .iter()
+                .any(|i| {
+                    std::fs::read_to_string(&i.file).is_ok_and(|t| {
+                        crate::port::parse::parse(&t)
+                            .module
+                            .body
+                            .iter()
+                            .any(imports_torch)
+                    })
+                })
+        })
+}
+
 /// Make unsafe the fixes that need `import torch` at the top of a module that keeps torch
 /// optional (imports it only in functions or under `try`/`if`).
 pub(in crate::port::rewrite) fn keep_optional_torch(
     module: &ast::ModModule,
+    path: Option<&std::path::Path>,
+    src: &str,
     diags: &mut [Diagnostic],
 ) {
     let needs_torch = |d: &Diagnostic| {
@@ -139,18 +193,25 @@ pub(in crate::port::rewrite) fn keep_optional_torch(
             .as_ref()
             .is_some_and(|f| f.imports.iter().any(|i| i == "torch"))
     };
-    if !diags.iter().any(needs_torch)
-        || module.body.iter().any(imports_torch)
-        || !torch_imported_within(&module.body)
-    {
+    if !diags.iter().any(needs_torch) || module.body.iter().any(imports_torch) {
         return;
     }
+    let optional = torch_imported_within(&module.body);
+    if !optional && needs_torch_already(module, path, src) {
+        return;
+    }
+    let note = if optional {
+        "unsafe: this module imports torch only inside functions or under try/if (torch is \
+         optional here), and the fix needs `import torch` at its top, which would make torch \
+         required to import it: write the portable form where torch is imported"
+    } else {
+        "unsafe: this module does not import torch, and the fix needs `import torch` at its \
+         top: a new dependency of everything that imports it (a config module shared with \
+         torch-free tools); apply it where torch is always installed, or write the portable form \
+         where torch is imported"
+    };
     for d in diags.iter_mut().filter(|d| needs_torch(d)) {
-        d.make_unsafe(
-            "unsafe: this module imports torch only inside functions or under try/if (torch is \
-             optional here), and the fix needs `import torch` at its top, which would make torch \
-             required to import it: write the portable form where torch is imported",
-        );
+        d.make_unsafe(note);
     }
 }
 
@@ -178,5 +239,8 @@ mod tests {
         assert_eq!(ported(src), src);
         let plain = format!("import torch\n{src}");
         assert_ne!(ported(&plain), plain);
+        // Nor to one that does not import torch at all.
+        let config = "from dataclasses import dataclass\n\n\n@dataclass\nclass Config:\n    device: str = \"cuda\"\n";
+        assert_eq!(ported(config), config);
     }
 }

@@ -53,6 +53,7 @@ pub(in crate::port::rewrite) mod requirement;
 pub(in crate::port::rewrite) mod runtimes;
 pub(in crate::port::rewrite) mod scope;
 pub(in crate::port::rewrite) mod together;
+mod torch_pin;
 pub(in crate::port::rewrite) mod triton_guard;
 
 use ruff_python_ast::{self as ast, Expr};
@@ -231,7 +232,16 @@ impl<'a> Checker<'a> {
         }
         runtimes::keep_runtime_devices(self.src, self.rules, &mut self.diags);
         local_torch::keep_before_local_torch(&self.parsed.module, &mut self.diags);
-        local_torch::keep_optional_torch(&self.parsed.module, &mut self.diags);
+        local_torch::keep_optional_torch(
+            &self.parsed.module,
+            self.facts.path.as_deref(),
+            self.src,
+            &mut self.diags,
+        );
+        // The portable port keeps the original machine: its torch too.
+        if self.target == Target::Portable {
+            torch_pin::keep_within_pinned_torch(self.facts.path.as_deref(), &mut self.diags);
+        }
         if self.target == Target::Portable {
             device_libraries::keep_library_devices(
                 self.facts.path.as_deref(),

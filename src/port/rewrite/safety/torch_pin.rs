@@ -1,0 +1,220 @@
+//! A project that pins an older torch than a portable form needs. The portable forms are
+//! torch 2.15's; `torch.accelerator` itself came in torch 2.6, its memory statistics later and
+//! `torch.accelerator.random` in 2.13. A project whose requirements (or the notebooks that
+//! install its environment) cap torch below that runs the port on its own machine into an
+//! AttributeError (set K: `torch.cuda.get_rng_state_all()` → `torch.accelerator.random...` in
+//! a project pinning torch 2.7.1, at every checkpoint save). Such fixes become unsafe, with a
+//! note naming the pin.
+//!
+//! The pins read: `requirements*.txt`, `pyproject.toml`, `setup.py`, `setup.cfg`,
+//! `environment*.yml`, `Dockerfile` and the `pip install` lines of notebooks, in the file's
+//! folder and the folders above it (6 levels). A pin caps torch where it says `==`, `~=X.Y.Z`,
+//! `<=` or `<`; where several do, the highest cap counts (the newest environment the project
+//! names), and a project with no cap is taken to run any torch.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
+
+use regex::Regex;
+
+use crate::port::diagnostic::Diagnostic;
+
+/// A torch requirement with its specifiers: `torch==2.4.0`, `torch>=2.1,<2.5`, `"torch~=2.4.1"`
+/// (not `torchvision==`).
+static REQUIREMENT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"(?m)(?:^|[\s"'\[,(])torch[ \t]*((?:[<>=!~]=?[ \t]*[\w.*+]+[ \t]*,?[ \t]*)+)"#)
+        .unwrap()
+});
+
+/// One specifier that caps torch: `==2.4.0`, `~=2.4.1`, `<=2.7.1`, `<2.5`.
+static CAP: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(==|~=|<=|<)[ \t]*v?(\d+)\.(\d+)(\.\d+)?").unwrap());
+
+/// A (major, minor) torch version.
+type Version = (u32, u32);
+
+/// What a fix's text needs, newest first: the name and the first torch that has it.
+const FLOORS: &[(&str, Version)] = &[
+    ("torch.accelerator.random", (2, 13)),
+    ("torch.accelerator.memory", (2, 9)),
+    ("torch.accelerator.max_memory", (2, 9)),
+    ("torch.accelerator.reset_", (2, 9)),
+    ("torch.accelerator.empty_cache", (2, 9)),
+    ("torch.accelerator.get_memory_info", (2, 9)),
+    // Renamed from `*_device_idx` after 2.6; `check_available` came later too.
+    ("torch.accelerator.set_device_index", (2, 7)),
+    ("torch.accelerator.current_device_index", (2, 7)),
+    ("torch.accelerator.device_index", (2, 7)),
+    ("check_available", (2, 7)),
+    ("torch.accelerator.", (2, 6)),
+    ("get_default_backend_for_device", (2, 6)),
+];
+
+/// Files that pin the environment, by name.
+fn is_pin_file(name: &str) -> bool {
+    (name.starts_with("requirements") && name.ends_with(".txt"))
+        || matches!(
+            name,
+            "pyproject.toml" | "setup.py" | "setup.cfg" | "Dockerfile"
+        )
+        || (name.starts_with("environment") && (name.ends_with(".yml") || name.ends_with(".yaml")))
+        || name.ends_with(".ipynb")
+}
+
+/// The cap one text puts on torch, if any.
+fn cap_in(text: &str) -> Option<Version> {
+    REQUIREMENT
+        .captures_iter(text)
+        .flat_map(|r| {
+            r[1].split(',')
+                .filter_map(|spec| {
+                    let c = CAP.captures(spec.trim())?;
+                    let (major, minor) = (c[2].parse::<u32>().ok()?, c[3].parse::<u32>().ok()?);
+                    match &c[1] {
+                        "<" if c
+                            .get(4)
+                            .is_none_or(|p| p.as_str().trim_matches(['.', '0']).is_empty()) =>
+                        {
+                            Some((major, minor.checked_sub(1)?))
+                        }
+                        // `~=2.4` allows any 2.x from 2.4 on.
+                        "~=" if c.get(4).is_none() => None,
+                        _ => Some((major, minor)),
+                    }
+                })
+                .collect::<Vec<_>>()
+        })
+        .max()
+}
+
+/// Folder → the highest cap its pin files put on torch, and the file that says so.
+type Cap = Option<(Version, PathBuf)>;
+static FOLDERS: LazyLock<Mutex<HashMap<PathBuf, Cap>>> = LazyLock::new(Default::default);
+
+fn folder_cap(dir: &Path) -> Option<(Version, PathBuf)> {
+    if let Some(known) = FOLDERS.lock().ok().and_then(|f| f.get(dir).cloned()) {
+        return known;
+    }
+    let mut best: Option<(Version, PathBuf)> = None;
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        let mut files: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| is_pin_file(&n.to_string_lossy()))
+                    && p.is_file()
+            })
+            .collect();
+        files.sort();
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            // A notebook's pins are its install lines (`!pip install torch==2.7.1`).
+            let cap = if f.extension().is_some_and(|x| x == "ipynb") {
+                text.split("\\n")
+                    .filter(|l| l.contains("install"))
+                    .filter_map(cap_in)
+                    .max()
+            } else {
+                cap_in(&text)
+            };
+            if let Some(v) = cap
+                && best.as_ref().is_none_or(|(b, _)| v > *b)
+            {
+                best = Some((v, f));
+            }
+        }
+    }
+    if let Ok(mut f) = FOLDERS.lock() {
+        f.insert(dir.to_path_buf(), best.clone());
+    }
+    best
+}
+
+/// The highest cap the project around `path` puts on torch, and where.
+fn project_cap(path: &Path) -> Option<(Version, PathBuf)> {
+    path.ancestors()
+        .skip(1)
+        .take(6)
+        .filter_map(folder_cap)
+        .max_by_key(|(v, _)| *v)
+}
+
+/// Make unsafe the fixes whose forms need a newer torch than the project pins.
+pub(in crate::port::rewrite) fn keep_within_pinned_torch(
+    path: Option<&Path>,
+    diags: &mut [Diagnostic],
+) {
+    let Some(path) = path else { return };
+    let needs = |d: &Diagnostic| -> Option<(&'static str, Version)> {
+        let fix = d.fix.as_ref()?;
+        FLOORS
+            .iter()
+            .find(|(name, _)| fix.edits.iter().any(|e| e.content.contains(name)))
+            .copied()
+    };
+    if !diags.iter().any(|d| needs(d).is_some()) {
+        return;
+    }
+    let Some(((major, minor), file)) = project_cap(path) else {
+        return;
+    };
+    let shown = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for d in diags.iter_mut() {
+        let Some((name, floor)) = needs(d) else {
+            continue;
+        };
+        if (major, minor) < floor {
+            d.make_unsafe(&format!(
+                "unsafe: this project pins torch {major}.{minor} ({shown}), and `{}` needs torch \
+                 {}.{} or newer (TorchTPU needs 2.11): raise the pin, then apply this fix",
+                name.trim_end_matches(['.', '_']),
+                floor.0,
+                floor.1
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cap_in;
+
+    #[test]
+    fn caps_are_read_from_pins() {
+        assert_eq!(cap_in("torch==2.4.0\ntorchvision==0.19.0\n"), Some((2, 4)));
+        assert_eq!(cap_in("torch>=2.1,<2.5\n"), Some((2, 4)));
+        assert_eq!(cap_in("torch<2.5.1\n"), Some((2, 5)));
+        assert_eq!(cap_in("\"torch~=2.4.1\",\n"), Some((2, 4)));
+        assert_eq!(cap_in("torch~=2.4\n"), None);
+        assert_eq!(cap_in("torch>=2.1\ntorchvision==0.19.0\n"), None);
+        assert_eq!(
+            cap_in("!pip install -q torch==2.7.1+cu126 torchvision"),
+            Some((2, 7))
+        );
+    }
+
+    #[test]
+    fn a_form_newer_than_the_pinned_torch_is_unsafe() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = "import torch\nstates = torch.cuda.get_rng_state_all()\nn = torch.cuda.device_count()\n";
+        let path = crate::port::test_support::write(dir.path(), "train.py", src);
+        crate::port::test_support::write(dir.path(), "requirements.txt", "torch==2.7.1\n");
+        let out = crate::port::test_support::migrate_all_at(src, &path);
+        assert!(out.contains("torch.cuda.get_rng_state_all()"), "{out}");
+        assert!(out.contains("torch.accelerator.device_count()"), "{out}");
+        crate::port::test_support::write(dir.path(), "requirements.txt", "torch==2.13.0\n");
+        let other = tempfile::tempdir().unwrap();
+        let path = crate::port::test_support::write(other.path(), "train.py", src);
+        crate::port::test_support::write(other.path(), "requirements.txt", "torch>=2.13\n");
+        let out = crate::port::test_support::migrate_all_at(src, &path);
+        assert!(
+            out.contains("torch.accelerator.random.get_rng_state_all()"),
+            "{out}"
+        );
+    }
+}
