@@ -46,6 +46,7 @@ pub(in crate::port::rewrite) mod lightning;
 pub(in crate::port::rewrite) mod local_torch;
 pub(in crate::port::rewrite) mod named;
 pub(in crate::port::rewrite) mod no_accelerator;
+mod other_accelerators;
 pub(in crate::port::rewrite) mod own;
 pub(in crate::port::rewrite) mod params;
 pub(in crate::port::rewrite) mod probe;
@@ -241,6 +242,11 @@ impl<'a> Checker<'a> {
         // The portable port keeps the original machine: its torch too.
         if self.target == Target::Portable {
             torch_pin::keep_within_pinned_torch(self.facts.path.as_deref(), &mut self.diags);
+            other_accelerators::keep_other_accelerators(
+                self.facts.path.as_deref(),
+                self.src,
+                &mut self.diags,
+            );
         }
         if self.target == Target::Portable {
             device_libraries::keep_library_devices(

@@ -8,9 +8,11 @@
 //!
 //! The pins read: `requirements*.txt`, `pyproject.toml`, `setup.py`, `setup.cfg`,
 //! `environment*.yml`, `Dockerfile` and the `pip install` lines of notebooks, in the file's
-//! folder and the folders above it (6 levels). A pin caps torch where it says `==`, `~=X.Y.Z`,
-//! `<=` or `<`; where several do, the highest cap counts (the newest environment the project
-//! names), and a project with no cap is taken to run any torch.
+//! folder and the folders above it (6 levels). The oldest torch any of them allows counts (an
+//! exact pin, a lower bound such as a library's `torch>=2.0`, or a cap: everything below a cap
+//! is allowed; set L: open_clip declaring `torch>=2.0`). A project that declares nothing is
+//! taken to run torch 2.15, even where its code keeps paths for older torch (a version check is
+//! not a declared minimum: torchao checks torch's version and needs a recent one).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -27,9 +29,9 @@ static REQUIREMENT: LazyLock<Regex> = LazyLock::new(|| {
         .unwrap()
 });
 
-/// One specifier that caps torch: `==2.4.0`, `~=2.4.1`, `<=2.7.1`, `<2.5`.
-static CAP: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^(==|~=|<=|<)[ \t]*v?(\d+)\.(\d+)(\.\d+)?").unwrap());
+/// One specifier: `==2.4.0`, `~=2.4.1`, `<=2.7.1`, `<2.5`, `>=2.0`, `>1.13`.
+static SPECIFIER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(==|~=|<=|<|>=|>)[ \t]*v?(\d+)\.(\d+)(\.\d+)?").unwrap());
 
 /// A (major, minor) torch version.
 type Version = (u32, u32);
@@ -62,14 +64,15 @@ fn is_pin_file(name: &str) -> bool {
         || name.ends_with(".ipynb")
 }
 
-/// The cap one text puts on torch, if any.
-fn cap_in(text: &str) -> Option<Version> {
+/// The oldest torch one text allows where it names a version: an exact pin, a lower bound, or a
+/// cap (everything below a cap is allowed, so a cap below a form's torch is too old already).
+fn oldest_in(text: &str) -> Option<Version> {
     REQUIREMENT
         .captures_iter(text)
         .flat_map(|r| {
             r[1].split(',')
                 .filter_map(|spec| {
-                    let c = CAP.captures(spec.trim())?;
+                    let c = SPECIFIER.captures(spec.trim())?;
                     let (major, minor) = (c[2].parse::<u32>().ok()?, c[3].parse::<u32>().ok()?);
                     match &c[1] {
                         "<" if c
@@ -78,17 +81,15 @@ fn cap_in(text: &str) -> Option<Version> {
                         {
                             Some((major, minor.checked_sub(1)?))
                         }
-                        // `~=2.4` allows any 2.x from 2.4 on.
-                        "~=" if c.get(4).is_none() => None,
                         _ => Some((major, minor)),
                     }
                 })
                 .collect::<Vec<_>>()
         })
-        .max()
+        .min()
 }
 
-/// Folder → the highest cap its pin files put on torch, and the file that says so.
+/// Folder → the oldest torch its pin files allow, and the file that says so.
 type Cap = Option<(Version, PathBuf)>;
 static FOLDERS: LazyLock<Mutex<HashMap<PathBuf, Cap>>> = LazyLock::new(Default::default);
 
@@ -114,13 +115,13 @@ fn folder_cap(dir: &Path) -> Option<(Version, PathBuf)> {
             let cap = if f.extension().is_some_and(|x| x == "ipynb") {
                 text.split("\\n")
                     .filter(|l| l.contains("install"))
-                    .filter_map(cap_in)
-                    .max()
+                    .filter_map(oldest_in)
+                    .min()
             } else {
-                cap_in(&text)
+                oldest_in(&text)
             };
             if let Some(v) = cap
-                && best.as_ref().is_none_or(|(b, _)| v > *b)
+                && best.as_ref().is_none_or(|(b, _)| v < *b)
             {
                 best = Some((v, f));
             }
@@ -132,13 +133,15 @@ fn folder_cap(dir: &Path) -> Option<(Version, PathBuf)> {
     best
 }
 
-/// The highest cap the project around `path` puts on torch, and where.
+/// The oldest torch the project around `path` allows, and where it says so.
 fn project_cap(path: &Path) -> Option<(Version, PathBuf)> {
+    // A file named on the command line may be relative (`train.py`: its folder is "").
+    let path = std::path::absolute(path).ok()?;
     path.ancestors()
         .skip(1)
         .take(6)
         .filter_map(folder_cap)
-        .max_by_key(|(v, _)| *v)
+        .min_by_key(|(v, _)| *v)
 }
 
 /// Make unsafe the fixes whose forms need a newer torch than the project pins.
@@ -170,8 +173,8 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
         };
         if (major, minor) < floor {
             d.make_unsafe(&format!(
-                "unsafe: this project pins torch {major}.{minor} ({shown}), and `{}` needs torch \
-                 {}.{} or newer (TorchTPU needs 2.11): raise the pin, then apply this fix",
+                "unsafe: this project supports torch {major}.{minor} ({shown}), and `{}` needs \
+                 torch {}.{} or newer (TorchTPU needs 2.11): raise its minimum, then apply this fix",
                 name.trim_end_matches(['.', '_']),
                 floor.0,
                 floor.1
@@ -182,39 +185,63 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
 
 #[cfg(test)]
 mod tests {
-    use super::cap_in;
+    use super::oldest_in;
+    use crate::port::test_support::{migrate_all_at, write};
 
     #[test]
-    fn caps_are_read_from_pins() {
-        assert_eq!(cap_in("torch==2.4.0\ntorchvision==0.19.0\n"), Some((2, 4)));
-        assert_eq!(cap_in("torch>=2.1,<2.5\n"), Some((2, 4)));
-        assert_eq!(cap_in("torch<2.5.1\n"), Some((2, 5)));
-        assert_eq!(cap_in("\"torch~=2.4.1\",\n"), Some((2, 4)));
-        assert_eq!(cap_in("torch~=2.4\n"), None);
-        assert_eq!(cap_in("torch>=2.1\ntorchvision==0.19.0\n"), None);
+    fn the_oldest_torch_a_pin_allows_is_read() {
         assert_eq!(
-            cap_in("!pip install -q torch==2.7.1+cu126 torchvision"),
+            oldest_in("torch==2.4.0\ntorchvision==0.19.0\n"),
+            Some((2, 4))
+        );
+        assert_eq!(oldest_in("torch>=2.1,<2.5\n"), Some((2, 1)));
+        assert_eq!(oldest_in("torch<2.5.1\n"), Some((2, 5)));
+        assert_eq!(oldest_in("torch<2.13\n"), Some((2, 12)));
+        assert_eq!(oldest_in("\"torch~=2.4.1\",\n"), Some((2, 4)));
+        assert_eq!(oldest_in("\"torch >= 1.6.0\",\n"), Some((1, 6)));
+        assert_eq!(oldest_in("torch\ntorchvision==0.19.0\n"), None);
+        assert_eq!(
+            oldest_in("!pip install -q torch==2.7.1+cu126 torchvision"),
             Some((2, 7))
         );
     }
 
-    #[test]
-    fn a_form_newer_than_the_pinned_torch_is_unsafe() {
+    const SRC: &str =
+        "import torch\nstates = torch.cuda.get_rng_state_all()\nn = torch.cuda.device_count()\n";
+
+    /// The port of [`SRC`] as `name` in a fresh folder holding `pin` (a file name and its text).
+    fn port_beside(name: &str, text: &str, pin: Option<(&str, &str)>) -> String {
         let dir = tempfile::tempdir().unwrap();
-        let src = "import torch\nstates = torch.cuda.get_rng_state_all()\nn = torch.cuda.device_count()\n";
-        let path = crate::port::test_support::write(dir.path(), "train.py", src);
-        crate::port::test_support::write(dir.path(), "requirements.txt", "torch==2.7.1\n");
-        let out = crate::port::test_support::migrate_all_at(src, &path);
+        let path = write(dir.path(), name, text);
+        if let Some((file, pin)) = pin {
+            write(dir.path(), file, pin);
+        }
+        migrate_all_at(text, &path)
+    }
+
+    #[test]
+    fn a_form_newer_than_the_oldest_supported_torch_is_unsafe() {
+        let out = port_beside(
+            "train.py",
+            SRC,
+            Some(("requirements.txt", "torch==2.7.1\n")),
+        );
         assert!(out.contains("torch.cuda.get_rng_state_all()"), "{out}");
         assert!(out.contains("torch.accelerator.device_count()"), "{out}");
-        crate::port::test_support::write(dir.path(), "requirements.txt", "torch==2.13.0\n");
-        let other = tempfile::tempdir().unwrap();
-        let path = crate::port::test_support::write(other.path(), "train.py", src);
-        crate::port::test_support::write(other.path(), "requirements.txt", "torch>=2.13\n");
-        let out = crate::port::test_support::migrate_all_at(src, &path);
+        let out = port_beside("train.py", SRC, Some(("requirements.txt", "torch>=2.13\n")));
         assert!(
             out.contains("torch.accelerator.random.get_rng_state_all()"),
             "{out}"
         );
+        // A library declaring an older minimum keeps its CUDA calls.
+        let out = port_beside(
+            "lib.py",
+            SRC,
+            Some(("pyproject.toml", "dependencies = [\"torch>=2.0\"]\n")),
+        );
+        assert!(out.contains("torch.cuda.device_count()"), "{out}");
+        // With neither, the forms are torch 2.15's.
+        let out = port_beside("train.py", SRC, None);
+        assert!(out.contains("torch.accelerator.device_count()"), "{out}");
     }
 }

@@ -1,0 +1,106 @@
+//! A project that runs on Apple silicon or Intel GPUs too. `torch.accelerator.is_available()`
+//! is true on MPS and XPU, and `device_count()` counts them, so a CUDA test ported to those
+//! sends a CPU path of such a machine to MPS/XPU (set L: PyG's feature extractors and LLM
+//! wrapper moved from the CPU to MPS on a Mac). Where the project selects "mps" or "xpu"
+//! somewhere else (its own device helper), that machine is one it was written for, and such
+//! fixes become unsafe. A module that names MPS/XPU itself is left to the chain rules, which
+//! keep its MPS branch ahead of the accelerator's.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
+
+use regex::Regex;
+
+use crate::port::diagnostic::Diagnostic;
+
+/// Code that selects Apple's or Intel's accelerator.
+static SELECTS_OTHER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"torch\.backends\.mps\.is_available|torch\.xpu\.is_available|["'](?:mps|xpu)(?::\d+)?["']"#)
+        .unwrap()
+});
+
+/// What a fix writes that is true (or counts one) on MPS and XPU too.
+const ASKS_ANY_ACCELERATOR: &[&str] = &[
+    "torch.accelerator.is_available",
+    "torch.accelerator.device_count",
+];
+
+/// Package folder → the first of its files that selects MPS or XPU, for the packages read.
+static PACKAGES: LazyLock<Mutex<HashMap<PathBuf, Option<PathBuf>>>> =
+    LazyLock::new(Default::default);
+
+/// The file of the project around `path` (its package, or its folder) that selects MPS or XPU.
+fn selecting_file(path: &Path) -> Option<PathBuf> {
+    let (package, _) = crate::port::program::tree::package_of(path);
+    if let Some(known) = PACKAGES.lock().ok().and_then(|p| p.get(&package).cloned()) {
+        return known;
+    }
+    let found = crate::port::program::tree::package_files(path)
+        .iter()
+        .find(|f| std::fs::read_to_string(f).is_ok_and(|t| SELECTS_OTHER.is_match(&t)))
+        .cloned();
+    if let Ok(mut p) = PACKAGES.lock() {
+        p.insert(package, found.clone());
+    }
+    found
+}
+
+/// Make unsafe the fixes that ask `torch.accelerator` whether there is one, in a project that
+/// selects MPS or XPU elsewhere.
+pub(in crate::port::rewrite) fn keep_other_accelerators(
+    path: Option<&Path>,
+    src: &str,
+    diags: &mut [Diagnostic],
+) {
+    let asks = |d: &Diagnostic| {
+        d.fix.as_ref().is_some_and(|f| {
+            f.edits
+                .iter()
+                .any(|e| ASKS_ANY_ACCELERATOR.iter().any(|a| e.content.contains(a)))
+        })
+    };
+    let Some(path) = path else { return };
+    if !diags.iter().any(asks) || SELECTS_OTHER.is_match(src) {
+        return;
+    }
+    let Some(file) = selecting_file(path) else {
+        return;
+    };
+    let shown = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let note = format!(
+        "unsafe: this project also runs on Apple silicon or Intel GPUs ({shown} selects \"mps\" \
+         or \"xpu\"), where torch.accelerator is available too: the ported test would move this \
+         CPU path there; extend the test to the TPU by hand (`torch.cuda.is_available() or \
+         <the TPU's test>`)"
+    );
+    for d in diags.iter_mut().filter(|d| asks(d)) {
+        d.make_unsafe(&note);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::port::test_support::{migrate_all_at, write};
+
+    #[test]
+    fn a_cpu_path_stays_where_the_project_selects_mps_elsewhere() {
+        let src = "import torch\n\n\ndef pick():\n    return torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "pkg/features.py", src);
+        write(dir.path(), "pkg/__init__.py", "");
+        write(
+            dir.path(),
+            "pkg/device.py",
+            "import torch\n\n\ndef best():\n    if torch.backends.mps.is_available():\n        return \"mps\"\n    return \"cpu\"\n",
+        );
+        assert!(migrate_all_at(src, &path).contains("torch.cuda.is_available()"));
+        let other = tempfile::tempdir().unwrap();
+        let path = write(other.path(), "pkg/features.py", src);
+        write(other.path(), "pkg/__init__.py", "");
+        assert!(migrate_all_at(src, &path).contains("torch.accelerator.is_available()"));
+    }
+}
