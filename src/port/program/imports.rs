@@ -132,10 +132,9 @@ pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
                     .split(',')
                     .filter_map(|n| n.split_whitespace().next())
                     .collect();
-                for (sub, file) in reexports(package).iter() {
-                    if wanted.contains(&sub.as_str()) {
-                        add(Some(file.clone()), &at, dotted.clone());
-                    }
+                let exported = reexports(package);
+                for file in wanted.iter().filter_map(|w| exported.get(*w)) {
+                    add(Some(file.clone()), &at, dotted.clone());
                 }
             }
         } else if let Some(list) = m.get(4) {
@@ -157,13 +156,13 @@ static RELATIVE_IMPORT: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Package `__init__.py` → the names it re-exports from its submodules, with their files.
-static REEXPORTS: tree::Kept<Arc<Vec<(String, PathBuf)>>> = LazyLock::new(Default::default);
+static REEXPORTS: tree::Kept<Arc<HashMap<String, PathBuf>>> = LazyLock::new(Default::default);
 
 /// The names the package whose `__init__.py` is `init` re-exports from its own submodules
 /// (`from .encoder import create_encoder as make`: `make`), each with the submodule's file.
-fn reexports(init: &Path) -> Arc<Vec<(String, PathBuf)>> {
+fn reexports(init: &Path) -> Arc<HashMap<String, PathBuf>> {
     tree::fact(&REEXPORTS, init, |text| {
-        let mut out = vec![];
+        let mut out = HashMap::new();
         for c in RELATIVE_IMPORT.captures_iter(text) {
             let level = c[1].len();
             let segments: Vec<&str> = c[2].split('.').filter(|s| !s.is_empty()).collect();
@@ -183,7 +182,7 @@ fn reexports(init: &Path) -> Arc<Vec<(String, PathBuf)>> {
                     [name, ..] => name,
                     [] => continue,
                 };
-                out.push((name.to_string(), file.clone()));
+                out.entry(name.to_string()).or_insert_with(|| file.clone());
             }
         }
         Arc::new(out)

@@ -114,9 +114,12 @@ impl Program {
 pub fn judge(files: &[FileState]) -> Vec<Program> {
     let by_path: BTreeMap<&Path, &FileState> =
         files.iter().map(|f| (f.path.as_path(), f)).collect();
+    // Each file's imports are read once for all the programs that reach it.
+    let known: std::cell::RefCell<std::collections::HashMap<PathBuf, Arc<Vec<PathBuf>>>> =
+        Default::default();
     let mut out = vec![];
     for entry in files.iter().filter(|f| f.program) {
-        let members = members(entry, &by_path);
+        let members = members(entry, &by_path, &known);
         let applied: usize = members.iter().map(|f| f.applied).sum();
         let mut blocks: Vec<(PathBuf, Left)> = members
             .iter()
@@ -145,16 +148,21 @@ pub fn judge(files: &[FileState]) -> Vec<Program> {
 fn members<'a>(
     entry: &'a FileState,
     by_path: &BTreeMap<&Path, &'a FileState>,
+    known: &std::cell::RefCell<std::collections::HashMap<PathBuf, Arc<Vec<PathBuf>>>>,
 ) -> Vec<&'a FileState> {
     let imports_of = |p: &Path| {
-        by_path.get(p).map(|f| {
-            Arc::new(
-                imports::imports_at(p, &f.text, imports::Depth::Anywhere)
-                    .into_iter()
-                    .map(|i| i.file)
-                    .collect::<Vec<_>>(),
-            )
-        })
+        let f = by_path.get(p)?;
+        if let Some(found) = known.borrow().get(p) {
+            return Some(found.clone());
+        }
+        let found = Arc::new(
+            imports::imports_at(p, &f.text, imports::Depth::Anywhere)
+                .into_iter()
+                .map(|i| i.file)
+                .collect::<Vec<_>>(),
+        );
+        known.borrow_mut().insert(p.to_path_buf(), found.clone());
+        Some(found)
     };
     let mut out = vec![entry];
     for m in imports::reachable(
