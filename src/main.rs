@@ -16,8 +16,6 @@ unsafe extern "C" {
 /// `mi_option_purge_delay` in mimalloc 3's option enum (libmimalloc-sys 0.1.49, pinned by
 /// Cargo.lock).
 const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
-/// `mi_option_allow_large_os_pages` in the same enum.
-const MI_OPTION_ALLOW_LARGE_OS_PAGES: std::ffi::c_int = 6;
 
 fn main() -> ExitCode {
     // Memory a file's syntax tree freed is kept for the next file instead of being given back to
@@ -28,12 +26,15 @@ fn main() -> ExitCode {
         // SAFETY: sets one integer option; called before any thread starts.
         unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
     }
-    // Large (2 MiB) OS pages where the system has them: one page fault per 2 MiB instead of per
-    // 4 KiB as the parser's arenas grow (the ruff benchmark's run on a 2-core machine: median
-    // 1.25 s → 1.11 s; system time halved). Ignored where the system has none.
-    if std::env::var_os("MIMALLOC_ALLOW_LARGE_OS_PAGES").is_none() {
-        // SAFETY: as above.
-        unsafe { mi_option_set(MI_OPTION_ALLOW_LARGE_OS_PAGES, 1) };
+    // No transparent huge pages: mimalloc asks for them on its arenas, and each is zeroed whole
+    // (2 MiB) on first touch; that was 16 % of a `migrate --check` of the transformers wheel
+    // (bench/migrate_vs_ruff.sh, 2 cores: wall 0.93-1.16 s with them, 0.92-0.99 s without, the
+    // resident size 160 MB → 110 MB). mimalloc reads its own switch (MIMALLOC_ALLOW_THP) before
+    // `main`, so the process turns them off itself; a user's MIMALLOC_ALLOW_THP still wins.
+    #[cfg(target_os = "linux")]
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
+        // SAFETY: a process-wide flag; no memory is touched. A kernel without it answers EINVAL.
+        unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
     }
     match cli::run() {
         Ok(code) => ExitCode::from(code),

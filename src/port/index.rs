@@ -36,6 +36,8 @@ pub struct RuleIndex {
     /// Lints that report only in a tree whose `setup.py` builds a CUDA extension (KRN005): off
     /// elsewhere, so that their common needle (`torch`) makes no other file be parsed.
     extension_trees: Vec<usize>,
+    /// Gated lints said once per package off programs ([`crate::port::rules::Lint::once_per_package`]).
+    package_once: Vec<usize>,
 }
 
 impl RuleIndex {
@@ -55,6 +57,7 @@ impl RuleIndex {
             needle_count: 0,
             gated: vec![],
             extension_trees: vec![],
+            package_once: vec![],
         };
         let mut needles: Vec<String> = vec![];
         for (i, r) in set.rules.iter().enumerate() {
@@ -92,6 +95,9 @@ impl RuleIndex {
                     ix.lints.push(i);
                     if let Some(words) = lint.program_gate() {
                         ix.gated.push((i, words));
+                    }
+                    if lint.once_per_package() {
+                        ix.package_once.push(i);
                     }
                     if *lint == crate::port::rules::Lint::CudaExtensionImport {
                         ix.extension_trees.push(i);
@@ -152,6 +158,14 @@ impl RuleIndex {
             if !program {
                 for (i, words) in &self.gated {
                     active[*i] = active[*i] && words.iter().any(|w| source.contains(w));
+                }
+                if self.package_once.iter().any(|i| active[*i]) {
+                    let reports = path.is_none_or(|p| {
+                        crate::port::program::networks::reports_for_package(p, source)
+                    });
+                    for i in &self.package_once {
+                        active[*i] = active[*i] && reports;
+                    }
                 }
             }
         }

@@ -13,6 +13,7 @@
 
 pub mod extensions;
 pub mod imports;
+pub mod networks;
 pub mod tree;
 
 /// Forget what was learnt about the tree's files and programs (the start of a run: `migrate
@@ -21,9 +22,12 @@ pub fn forget() {
     tree::forget();
     imports::forget();
     extensions::forget();
+    networks::forget();
 }
 
 use std::collections::BTreeMap;
+
+use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -114,32 +118,37 @@ impl Program {
 pub fn judge(files: &[FileState]) -> Vec<Program> {
     let by_path: BTreeMap<&Path, &FileState> =
         files.iter().map(|f| (f.path.as_path(), f)).collect();
-    // Each file's imports are read once for all the programs that reach it.
-    let known: std::cell::RefCell<std::collections::HashMap<PathBuf, Arc<Vec<PathBuf>>>> =
-        Default::default();
-    let mut out = vec![];
-    for entry in files.iter().filter(|f| f.program) {
-        let members = members(entry, &by_path, &known);
-        let applied: usize = members.iter().map(|f| f.applied).sum();
-        let mut blocks: Vec<(PathBuf, Left)> = members
-            .iter()
-            .flat_map(|f| f.left.iter().map(|l| (f.path.clone(), l.clone())))
-            .collect();
-        blocks.sort_by(|(p, a), (q, b)| (p, a.line, &a.rule).cmp(&(q, b.line, &b.rule)));
-        let verdict = match (applied, blocks.is_empty()) {
-            (0, true) => Verdict::NoCuda,
-            (_, true) => Verdict::Whole,
-            (n, false) => Verdict::Blocked { partly: n > 0 },
-        };
-        out.push(Program {
-            entry: entry.path.clone(),
-            files: members.iter().map(|f| f.path.clone()).collect(),
-            verdict,
-            blocks,
-        });
-    }
-    out
+    // Each file's imports are read once for all the programs that reach it; the programs are
+    // judged side by side, in the order of `files`.
+    let known: Known = Default::default();
+    files
+        .par_iter()
+        .filter(|f| f.program)
+        .map(|entry| {
+            let members = members(entry, &by_path, &known);
+            let applied: usize = members.iter().map(|f| f.applied).sum();
+            let mut blocks: Vec<(PathBuf, Left)> = members
+                .iter()
+                .flat_map(|f| f.left.iter().map(|l| (f.path.clone(), l.clone())))
+                .collect();
+            blocks.sort_by(|(p, a), (q, b)| (p, a.line, &a.rule).cmp(&(q, b.line, &b.rule)));
+            let verdict = match (applied, blocks.is_empty()) {
+                (0, true) => Verdict::NoCuda,
+                (_, true) => Verdict::Whole,
+                (n, false) => Verdict::Blocked { partly: n > 0 },
+            };
+            Program {
+                entry: entry.path.clone(),
+                files: members.iter().map(|f| f.path.clone()).collect(),
+                verdict,
+                blocks,
+            }
+        })
+        .collect()
 }
+
+/// Each file's project imports, as [`members`] reads them.
+type Known = std::sync::Mutex<std::collections::HashMap<PathBuf, Arc<Vec<PathBuf>>>>;
 
 /// The entry script and the project modules it reaches through imports, among the files of the
 /// run. Imports at any indentation count: a module a function imports runs when the program
@@ -148,12 +157,12 @@ pub fn judge(files: &[FileState]) -> Vec<Program> {
 fn members<'a>(
     entry: &'a FileState,
     by_path: &BTreeMap<&Path, &'a FileState>,
-    known: &std::cell::RefCell<std::collections::HashMap<PathBuf, Arc<Vec<PathBuf>>>>,
+    known: &Known,
 ) -> Vec<&'a FileState> {
     let imports_of = |p: &Path| {
         let f = by_path.get(p)?;
-        if let Some(found) = known.borrow().get(p) {
-            return Some(found.clone());
+        if let Some(found) = known.lock().ok().and_then(|k| k.get(p).cloned()) {
+            return Some(found);
         }
         let found = Arc::new(
             imports::imports_at(p, &f.text, imports::Depth::Anywhere)
@@ -161,7 +170,9 @@ fn members<'a>(
                 .map(|i| i.file)
                 .collect::<Vec<_>>(),
         );
-        known.borrow_mut().insert(p.to_path_buf(), found.clone());
+        if let Ok(mut k) = known.lock() {
+            k.insert(p.to_path_buf(), found.clone());
+        }
         Some(found)
     };
     let mut out = vec![entry];

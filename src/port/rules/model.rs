@@ -95,6 +95,13 @@ impl Lint {
         }
     }
 
+    /// Whether, off programs, the lint reports once per package, on its first module that builds
+    /// a network ([`crate::port::program::networks::reports_for_package`]): the prefilter turns
+    /// it off in the package's other modules.
+    pub fn once_per_package(self) -> bool {
+        matches!(self, Lint::ConvWithoutChannelsLast)
+    }
+
     /// Every lint: its name in rule files and what it finds.
     pub const ALL: [(&'static str, Lint, &'static str); 17] = [
         (

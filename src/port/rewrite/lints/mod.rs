@@ -13,7 +13,6 @@
 
 mod checkpoint;
 mod compiled;
-mod conv_text;
 mod ddp;
 mod extension;
 mod loops;

@@ -61,7 +61,7 @@ impl Precision {
         // Settings and devices are often strings (`precision="bf16-mixed"`, `"cuda"`): read
         // without comments; a training step is code (not a docstring's `>>> loss.backward()`).
         let plain = &without_comments(text);
-        let code = &super::conv_text::code_only(text);
+        let code = &crate::port::program::networks::code_only(text);
         Precision {
             chosen: SETS_PRECISION.is_match(plain) || LOWER_PRECISION.is_match(plain),
             xla: plain.contains("torch_xla"),

@@ -13,8 +13,10 @@ use std::path::Path;
 use ruff_text_size::{TextRange, TextSize};
 
 use super::super::Checker;
-use super::conv_text::{Convs, convs_of, convs_on_disk, words, words_on_disk};
 use super::{Found, model};
+use crate::port::program::networks::{
+    Convs, convs_of, convs_on_disk, package_nets, words, words_on_disk,
+};
 use crate::port::program::{imports, tree};
 
 /// How many other modules a finding names before it counts the rest.
@@ -98,22 +100,13 @@ impl Checker<'_> {
         // imports reports for the package, naming the others.
         let (dir, name) = tree::package_of(path);
         let base = dir.parent().unwrap_or(&dir);
-        let mut others: Vec<(String, String)> = vec![];
-        for f in tree::package_files(path).iter() {
-            if f == path || tree::is_test(f) {
-                continue;
-            }
-            let Convs::Net(net) = convs_on_disk(f) else {
-                continue;
-            };
-            if imports::entry_importing(f).is_some() || tree::entry_on_disk(f) {
-                continue;
-            }
-            if f < &path.to_path_buf() {
-                return vec![];
-            }
-            others.push((tree::shown(f, base), net.what));
-        }
+        let Some(nets) = package_nets(path) else {
+            return vec![];
+        };
+        let others: Vec<(String, String)> = nets
+            .into_iter()
+            .map(|(f, net)| (tree::shown(&f, base), net.what))
+            .collect();
         let detail = match others.len() {
             0 => format!(" ({here})"),
             n => format!(

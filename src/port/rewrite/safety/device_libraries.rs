@@ -119,6 +119,13 @@ impl Facts {
 /// (File, hops) → its facts, for the files already read.
 static SEEN: LazyLock<Mutex<HashMap<(PathBuf, usize), Facts>>> = LazyLock::new(Default::default);
 
+/// Forget the files read (the start of a run: [`super::forget`]).
+pub(super) fn forget() {
+    if let Ok(mut s) = SEEN.lock() {
+        s.clear();
+    }
+}
+
 /// The project files the module at `path` imports (at any indentation), packages' `__init__.py`
 /// left out (they often import everything).
 fn imported_files(path: &Path, src: &str) -> Vec<(String, PathBuf)> {

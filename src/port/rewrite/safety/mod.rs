@@ -57,6 +57,15 @@ pub(in crate::port::rewrite) mod together;
 mod torch_pin;
 pub(in crate::port::rewrite) mod triton_guard;
 
+/// Forget what the safety passes learnt about other files (the start of a run: `--watch` runs
+/// again over files that may have changed): the libraries a module reaches, the torch pins of
+/// folders, the packages that select MPS or XPU.
+pub fn forget() {
+    device_libraries::forget();
+    torch_pin::forget();
+    other_accelerators::forget();
+}
+
 use ruff_python_ast::{self as ast, Expr};
 use ruff_text_size::Ranged;
 

@@ -26,9 +26,30 @@ const ASKS_ANY_ACCELERATOR: &[&str] = &[
     "torch.accelerator.device_count",
 ];
 
+/// What such a test may guard and stay safe: freeing the accelerator's cache moves no work (on
+/// a Mac the original's `torch.cuda.empty_cache()` did nothing; the port frees MPS's cache).
+const MOVES_NO_WORK: &str = "torch.accelerator.empty_cache()";
+
+/// Whether a fix's text asks `torch.accelerator` whether there is one, for more than freeing
+/// its cache.
+fn asks_any_accelerator(content: &str) -> bool {
+    let asks = ASKS_ANY_ACCELERATOR
+        .iter()
+        .map(|a| content.matches(a).count())
+        .sum::<usize>();
+    asks > 0 && !(asks == 1 && content.contains(MOVES_NO_WORK))
+}
+
 /// Package folder → the first of its files that selects MPS or XPU, for the packages read.
 static PACKAGES: LazyLock<Mutex<HashMap<PathBuf, Option<PathBuf>>>> =
     LazyLock::new(Default::default);
+
+/// Forget the packages read (the start of a run: [`super::forget`]).
+pub(super) fn forget() {
+    if let Ok(mut p) = PACKAGES.lock() {
+        p.clear();
+    }
+}
 
 /// The file of the project around `path` (its package, or its folder) that selects MPS or XPU.
 fn selecting_file(path: &Path) -> Option<PathBuf> {
@@ -54,11 +75,9 @@ pub(in crate::port::rewrite) fn keep_other_accelerators(
     diags: &mut [Diagnostic],
 ) {
     let asks = |d: &Diagnostic| {
-        d.fix.as_ref().is_some_and(|f| {
-            f.edits
-                .iter()
-                .any(|e| ASKS_ANY_ACCELERATOR.iter().any(|a| e.content.contains(a)))
-        })
+        d.fix
+            .as_ref()
+            .is_some_and(|f| f.edits.iter().any(|e| asks_any_accelerator(&e.content)))
     };
     let Some(path) = path else { return };
     if !diags.iter().any(asks) || SELECTS_OTHER.is_match(src) {
@@ -102,5 +121,21 @@ mod tests {
         let path = write(other.path(), "pkg/features.py", src);
         write(other.path(), "pkg/__init__.py", "");
         assert!(migrate_all_at(src, &path).contains("torch.accelerator.is_available()"));
+    }
+
+    #[test]
+    fn freeing_the_cache_is_ported_where_the_project_selects_mps_elsewhere() {
+        let src = "import torch\n\n\ndef free():\n    torch.cuda.empty_cache()\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "pkg/memory.py", src);
+        write(dir.path(), "pkg/__init__.py", "");
+        write(
+            dir.path(),
+            "pkg/device.py",
+            "DEVICES = [\"mps\", \"cpu\"]\n",
+        );
+        let out = migrate_all_at(src, &path);
+        assert!(out.contains("torch.accelerator.empty_cache()"), "{out}");
+        assert!(!out.contains("torch.cuda.empty_cache()"), "{out}");
     }
 }

@@ -90,10 +90,17 @@ fn oldest_in(text: &str) -> Option<Version> {
 }
 
 /// Folder → the oldest torch its pin files allow, and the file that says so.
-type Cap = Option<(Version, PathBuf)>;
-static FOLDERS: LazyLock<Mutex<HashMap<PathBuf, Cap>>> = LazyLock::new(Default::default);
+type Oldest = Option<(Version, PathBuf)>;
+static FOLDERS: LazyLock<Mutex<HashMap<PathBuf, Oldest>>> = LazyLock::new(Default::default);
 
-fn folder_cap(dir: &Path) -> Option<(Version, PathBuf)> {
+/// Forget the folders read (the start of a run: [`super::forget`]).
+pub(super) fn forget() {
+    if let Ok(mut f) = FOLDERS.lock() {
+        f.clear();
+    }
+}
+
+fn oldest_in_folder(dir: &Path) -> Option<(Version, PathBuf)> {
     if let Some(known) = FOLDERS.lock().ok().and_then(|f| f.get(dir).cloned()) {
         return known;
     }
@@ -134,13 +141,13 @@ fn folder_cap(dir: &Path) -> Option<(Version, PathBuf)> {
 }
 
 /// The oldest torch the project around `path` allows, and where it says so.
-fn project_cap(path: &Path) -> Option<(Version, PathBuf)> {
+fn oldest_in_project(path: &Path) -> Option<(Version, PathBuf)> {
     // A file named on the command line may be relative (`train.py`: its folder is "").
     let path = std::path::absolute(path).ok()?;
     path.ancestors()
         .skip(1)
         .take(6)
-        .filter_map(folder_cap)
+        .filter_map(oldest_in_folder)
         .min_by_key(|(v, _)| *v)
 }
 
@@ -160,7 +167,7 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
     if !diags.iter().any(|d| needs(d).is_some()) {
         return;
     }
-    let Some(((major, minor), file)) = project_cap(path) else {
+    let Some(((major, minor), file)) = oldest_in_project(path) else {
         return;
     };
     let shown = file
@@ -243,5 +250,19 @@ mod tests {
         // With neither, the forms are torch 2.15's.
         let out = port_beside("train.py", SRC, None);
         assert!(out.contains("torch.accelerator.device_count()"), "{out}");
+    }
+
+    #[test]
+    fn a_new_run_reads_a_changed_pin() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "train.py", SRC);
+        write(dir.path(), "requirements.txt", "torch==2.7.1\n");
+        assert!(migrate_all_at(SRC, &path).contains("torch.cuda.get_rng_state_all()"));
+        // `migrate --watch` runs again after the pin changed: the folder is read afresh.
+        std::fs::write(dir.path().join("requirements.txt"), "torch>=2.13\n").unwrap();
+        super::super::forget();
+        assert!(
+            migrate_all_at(SRC, &path).contains("torch.accelerator.random.get_rng_state_all()")
+        );
     }
 }

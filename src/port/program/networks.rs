@@ -5,13 +5,13 @@
 //! where it uses one of them: a layer library imported for its `Linear` is no CNN of the program.
 //! Each file is read once per run.
 
-use std::collections::HashSet;
-use std::path::Path;
-use std::sync::{Arc, LazyLock};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use regex::Regex;
 
-use crate::port::program::tree;
+use super::{imports, tree};
 use crate::port::rules::NETWORK_WORDS;
 
 /// A 2-D/3-D convolution constructed (`nn.Conv2d(`, `ConvTranspose3d(`).
@@ -39,7 +39,7 @@ static WORD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[A-Za-z_]\w*").unwr
 
 /// A module's convolutional network, as its text shows it.
 #[derive(Clone, Debug, PartialEq)]
-pub(super) struct Net {
+pub struct Net {
     /// Where the first is built: "class `ResNet`", "function `build`" or "module level".
     pub what: String,
     /// The byte it starts at.
@@ -52,7 +52,7 @@ pub(super) struct Net {
 
 /// What a module's text says about convolutional networks.
 #[derive(Clone, Debug, PartialEq)]
-pub(super) enum Convs {
+pub enum Convs {
     /// It mentions `channels_last`: the program converts its model.
     ChannelsLast,
     /// Two convolutions or more (a ViT's one patch embedding is no CNN), or a torchvision/timm
@@ -63,12 +63,83 @@ pub(super) enum Convs {
 
 static CONVS: tree::Kept<Convs> = LazyLock::new(Default::default);
 
+/// For a library module that builds a network, the other modules of its package that build one
+/// and no entry script imports, in path order; None where one of them comes before it: that one
+/// reports for the package (PERF001 is said once per package, on its first such module).
+pub fn package_nets(path: &Path) -> Option<Vec<(PathBuf, Net)>> {
+    if first_net(path).is_some_and(|f| f.as_path() < path) {
+        return None;
+    }
+    let mut others = vec![];
+    for f in tree::package_files(path).iter() {
+        if f == path || tree::is_test(f) {
+            continue;
+        }
+        let Convs::Net(net) = convs_on_disk(f) else {
+            continue;
+        };
+        if imports::entry_importing(f).is_some() || tree::entry_on_disk(f) {
+            continue;
+        }
+        if f.as_path() < path {
+            return None;
+        }
+        others.push((f.clone(), net));
+    }
+    Some(others)
+}
+
+/// Package folder → its first module (in path order) that builds a network, is no test, and is
+/// neither an entry script nor imported by one: the module PERF001 reports the package on.
+static FIRST_NET: LazyLock<Mutex<HashMap<PathBuf, Option<PathBuf>>>> =
+    LazyLock::new(Default::default);
+
+/// [`FIRST_NET`] of the package around `path`, found once per run.
+fn first_net(path: &Path) -> Option<PathBuf> {
+    let (package, _) = tree::package_of(path);
+    if let Some(known) = FIRST_NET.lock().ok().and_then(|m| m.get(&package).cloned()) {
+        return known;
+    }
+    let found = tree::package_files(path)
+        .iter()
+        .find(|f| {
+            !tree::is_test(f)
+                && matches!(convs_on_disk(f), Convs::Net(_))
+                && imports::entry_importing(f).is_none()
+                && !tree::entry_on_disk(f)
+        })
+        .cloned();
+    if let Ok(mut m) = FIRST_NET.lock() {
+        m.insert(package, found.clone());
+    }
+    found
+}
+
+/// Forget the packages judged (the start of a run: [`super::forget`]).
+pub(super) fn forget() {
+    if let Ok(mut m) = FIRST_NET.lock() {
+        m.clear();
+    }
+}
+
+/// Whether the library module at `path` (no program), whose text is `text`, is the one that
+/// reports its package's networks: not a test, no entry script imports it (that script reports
+/// it), no module before it in its package builds one (the first such reports:
+/// [`package_nets`]), and it builds one. The prefilter asks it before parsing, so that the other
+/// modules of a model library are not parsed for PERF001.
+pub fn reports_for_package(path: &Path, text: &str) -> bool {
+    !tree::is_test(path)
+        && imports::entry_importing(path).is_none()
+        && first_net(path).is_none_or(|f| f.as_path() >= path)
+        && matches!(convs_of(text), Convs::Net(_))
+}
+
 /// [`convs_of`] the file at `path`.
-pub(super) fn convs_on_disk(path: &Path) -> Convs {
+pub fn convs_on_disk(path: &Path) -> Convs {
     tree::fact(&CONVS, path, convs_of).unwrap_or(Convs::None)
 }
 
-pub(super) fn convs_of(text: &str) -> Convs {
+pub fn convs_of(text: &str) -> Convs {
     if text.contains("channels_last") {
         return Convs::ChannelsLast;
     }
@@ -179,7 +250,7 @@ fn tops(text: &str) -> Vec<Top> {
 /// The convolutions constructed in `text`: `nn.Conv2d(` (dotted), or a bare `Conv2d(` where the
 /// module imports that name from torch (not a `class Conv2d(`/`def Conv2d(` statement, nor a
 /// wrapper of the same name imported from elsewhere: peft's adapters).
-pub(super) fn conv_calls(text: &str) -> impl Iterator<Item = regex::Match<'_>> {
+pub fn conv_calls(text: &str) -> impl Iterator<Item = regex::Match<'_>> {
     let from_torch = |name: &str| {
         FROM_TORCH.captures_iter(text).any(|c| {
             c[1].split(|ch: char| !ch.is_alphanumeric() && ch != '_')
@@ -193,14 +264,14 @@ pub(super) fn conv_calls(text: &str) -> impl Iterator<Item = regex::Match<'_>> {
 }
 
 /// The identifiers of a text's code.
-pub(super) fn words(text: &str) -> HashSet<String> {
+pub fn words(text: &str) -> HashSet<String> {
     WORD.find_iter(&code_only(text))
         .map(|w| w.as_str().to_string())
         .collect()
 }
 
 /// `text` with the insides of its strings and its comments blanked (byte offsets kept).
-pub(super) fn code_only(text: &str) -> String {
+pub fn code_only(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = b.to_vec();
     let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
@@ -250,7 +321,7 @@ pub(super) fn code_only(text: &str) -> String {
 static WORDS: tree::Kept<Arc<HashSet<String>>> = LazyLock::new(Default::default);
 
 /// [`words`] of the file at `path`.
-pub(super) fn words_on_disk(path: &Path) -> Arc<HashSet<String>> {
+pub fn words_on_disk(path: &Path) -> Arc<HashSet<String>> {
     tree::fact(&WORDS, path, |t| Arc::new(words(t))).unwrap_or_default()
 }
 
@@ -277,5 +348,20 @@ mod tests {
         // Docstring examples and comments build nothing.
         let doc = "class Lift(nn.Module):\n    \"\"\"\n    >>> Lift(nn.Conv2d(1, 1, 3))\n    >>> nn.Conv2d(1, 1, 3)\n    \"\"\"\n    # nn.Conv2d(1, 1, 3)\n";
         assert_eq!(convs_of(doc), Convs::None);
+    }
+
+    #[test]
+    fn only_the_first_network_module_of_a_library_package_reports_it() {
+        let d = tempfile::tempdir().unwrap();
+        let net = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        self.a = nn.Conv2d(3, 3, 1)\n        self.b = nn.Conv2d(3, 3, 1)\n";
+        let first = crate::port::test_support::write(d.path(), "pkg/a_model.py", net);
+        let second = crate::port::test_support::write(d.path(), "pkg/b_model.py", net);
+        crate::port::test_support::write(d.path(), "pkg/__init__.py", "");
+        assert!(reports_for_package(&first, net));
+        assert!(!reports_for_package(&second, net));
+        assert_eq!(package_nets(&second), None);
+        let others = package_nets(&first).unwrap();
+        assert_eq!(others.len(), 1);
+        assert_eq!(others[0].0, second);
     }
 }
