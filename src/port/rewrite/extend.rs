@@ -153,6 +153,31 @@ impl<'a> Checker<'a> {
         self.extensions.push(Extension { finding, selects });
     }
 
+    /// The module's autocast calls (`torch.autocast(...)`, `torch.cuda.amp.autocast(...)`).
+    fn autocasts(&self) -> Vec<TextRange> {
+        struct Calls(Vec<TextRange>);
+        impl<'b> SourceOrderVisitor<'b> for Calls {
+            fn visit_expr(&mut self, expr: &'b Expr) {
+                if let Expr::Call(c) = expr {
+                    let last = match c.func.as_ref() {
+                        Expr::Attribute(a) => a.attr.as_str(),
+                        Expr::Name(n) => n.id.as_str(),
+                        _ => "",
+                    };
+                    if last == "autocast" {
+                        self.0.push(c.range());
+                    }
+                }
+                source_order::walk_expr(self, expr);
+            }
+        }
+        let mut calls = Calls(vec![]);
+        for stmt in &self.parsed.module.body {
+            calls.visit_stmt(stmt);
+        }
+        calls.0
+    }
+
     /// The code the test at `test` (ancestors `at`) selects: the `if`/`while` it is the test of
     /// (both branches), a conditional expression's branches, the statements that read the name
     /// it is assigned to, or the statement it sits in.
@@ -169,8 +194,16 @@ impl<'a> Checker<'a> {
                 AnyNodeRef::ExprIf(e) if e.test.range().contains_range(child) => {
                     return vec![e.body.range(), e.orelse.range()];
                 }
-                AnyNodeRef::StmtAssign(_) => {
+                AnyNodeRef::StmtAssign(a) => {
                     let uses = self.uses_of_assigned(&at[..=i], child, true);
+                    // A mixed-precision flag handed to another function (`amp_enable=
+                    // amp_enable`) turns on autocasts this test cannot see: those of the module.
+                    let handed_on = matches!(a.targets.as_slice(), [Expr::Name(n)] if says_amp(&n.id))
+                        && uses.iter().any(|(anc, _)| {
+                            anc.last().is_some_and(|p| {
+                                matches!(p, AnyNodeRef::Keyword(_) | AnyNodeRef::Arguments(_))
+                            })
+                        });
                     let mut out: Vec<TextRange> = uses
                         .iter()
                         .filter_map(|(anc, _)| {
@@ -180,6 +213,9 @@ impl<'a> Checker<'a> {
                                 .map(|n| n.range())
                         })
                         .collect();
+                    if handed_on {
+                        out.extend(self.autocasts());
+                    }
                     out.push(anc.range());
                     return out;
                 }
@@ -252,7 +288,6 @@ impl<'a> SourceOrderVisitor<'a> for Blockers<'_, '_> {
     fn visit_expr(&mut self, expr: &'a Expr) {
         match expr {
             Expr::Call(c) => {
-                let q = self.checker.sem.qualified_name(&c.func);
                 let last = match c.func.as_ref() {
                     Expr::Attribute(a) => a.attr.as_str(),
                     Expr::Name(n) => n.id.as_str(),
@@ -262,22 +297,23 @@ impl<'a> SourceOrderVisitor<'a> for Blockers<'_, '_> {
                     .arguments
                     .find_keyword("dtype")
                     .map(|k| self.checker.text(k.value.range()));
-                let half = dtype.is_some_and(|t| t.ends_with("float16") || t.ends_with(".half"));
+                // `torch.bfloat16` ends with "float16" too.
+                let half = dtype.is_some_and(|t| {
+                    t.ends_with("float16") && !t.ends_with("bfloat16") || t.ends_with(".half")
+                });
                 if last == "GradScaler" {
                     self.found.push((
                         c.range(),
                         "a float16 GradScaler (no TorchTPU kernels)".into(),
                     ));
-                } else if last == "autocast"
-                    && (half
-                        || q.as_deref()
-                            .is_some_and(|q| q.starts_with("torch.cuda.amp"))
-                            && dtype.is_none())
-                {
-                    self.found.push((
-                        c.range(),
-                        "a float16 autocast (a TPU computes mixed precision in bfloat16)".into(),
-                    ));
+                } else if last == "autocast" && (half || dtype.is_none() && !on_cpu(c)) {
+                    let what = if half {
+                        "a float16 autocast (a TPU computes mixed precision in bfloat16)"
+                    } else {
+                        "an autocast without a dtype (float16 on a TPU as on CUDA; a TPU \
+                         computes mixed precision in bfloat16)"
+                    };
+                    self.found.push((c.range(), what.into()));
                 }
             }
             Expr::Attribute(_) | Expr::Name(_) => {
@@ -310,6 +346,21 @@ impl<'a> SourceOrderVisitor<'a> for Blockers<'_, '_> {
         }
         source_order::walk_expr(self, expr);
     }
+}
+
+/// An autocast for the CPU (`torch.autocast("cpu")`, `device_type="cpu"`): bfloat16 by
+/// default, whatever else the code selects.
+fn on_cpu(c: &ast::ExprCall) -> bool {
+    c.arguments
+        .find_argument_value("device_type", 0)
+        .is_some_and(|v| matches!(v, Expr::StringLiteral(s) if s.value.to_str() == "cpu"))
+}
+
+/// A flag named for mixed precision (`amp_enable`, `use_amp`, `fp16`, `autocast`).
+fn says_amp(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.split('_')
+        .any(|w| matches!(w, "amp" | "autocast" | "fp16" | "half" | "mixed"))
 }
 
 /// `nn.DataParallel`: its forward scatters the inputs with CUDA's own collectives
@@ -348,5 +399,21 @@ mod tests {
             text.contains("    if device.type in ('cuda', 'tpu'):\n        x = x.pin_memory()"),
             "{text}"
         );
+    }
+
+    /// A test that turns on an autocast without a dtype stays CUDA's: that autocast would be
+    /// float16 on a TPU, whose scaler the port turns off (set M's Raman classifier), also where
+    /// the flag is handed to another function.
+    #[test]
+    fn a_test_turning_on_an_untyped_autocast_is_not_extended() {
+        let src = "import torch\n\n\ndef step(model, x, device, use_amp):\n    amp_enable = use_amp and device.type == \"cuda\"\n    with torch.autocast(device_type=device.type, enabled=amp_enable):\n        return model(x)\n\n\ndef run(model, x, device):\n    amp_enable = device.type == \"cuda\"\n    return evaluate(model, x, amp_enable=amp_enable)\n\n\ndef evaluate(model, x, amp_enable=False):\n    with torch.autocast(device_type=x.device.type, enabled=amp_enable):\n        return model(x)\n";
+        let text = crate::port::test_support::ported(src);
+        assert_eq!(text.matches("device.type == \"cuda\"").count(), 2, "{text}");
+        let bf16 = src.replace(
+            "enabled=amp_enable)",
+            "dtype=torch.bfloat16, enabled=amp_enable)",
+        );
+        let text = crate::port::test_support::ported(&bf16);
+        assert_eq!(text.matches("in (\"cuda\", \"tpu\")").count(), 2, "{text}");
     }
 }

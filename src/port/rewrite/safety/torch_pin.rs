@@ -29,9 +29,10 @@ static REQUIREMENT: LazyLock<Regex> = LazyLock::new(|| {
         .unwrap()
 });
 
-/// One specifier: `==2.4.0`, `~=2.4.1`, `<=2.7.1`, `<2.5`, `>=2.0`, `>1.13`.
+/// One specifier: `==2.4.0`, `~=2.4.1`, `<=2.7.1`, `<2.5`, `>=2.0`, `>1.13`, `>=2` (a bare
+/// major is its `.0`: set M's torchgeo declares `torch>=2`).
 static SPECIFIER: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^(==|~=|<=|<|>=|>)[ \t]*v?(\d+)\.(\d+)(\.\d+)?").unwrap());
+    LazyLock::new(|| Regex::new(r"^(==|~=|<=|<|>=|>)[ \t]*v?(\d+)(?:\.(\d+)(\.\d+)?)?").unwrap());
 
 /// A (major, minor) torch version.
 type Version = (u32, u32);
@@ -73,8 +74,13 @@ fn oldest_in(text: &str) -> Option<Version> {
             r[1].split(',')
                 .filter_map(|spec| {
                     let c = SPECIFIER.captures(spec.trim())?;
-                    let (major, minor) = (c[2].parse::<u32>().ok()?, c[3].parse::<u32>().ok()?);
+                    let major = c[2].parse::<u32>().ok()?;
+                    let minor = c
+                        .get(3)
+                        .map_or(Some(0), |m| m.as_str().parse::<u32>().ok())?;
                     match &c[1] {
+                        // `<3` allows 2.x: any torch 2 form may be too new.
+                        "<" if c.get(3).is_none() => Some((major.checked_sub(1)?, 0)),
                         "<" if c
                             .get(4)
                             .is_none_or(|p| p.as_str().trim_matches(['.', '0']).is_empty()) =>
@@ -206,6 +212,8 @@ mod tests {
         assert_eq!(oldest_in("torch<2.13\n"), Some((2, 12)));
         assert_eq!(oldest_in("\"torch~=2.4.1\",\n"), Some((2, 4)));
         assert_eq!(oldest_in("\"torch >= 1.6.0\",\n"), Some((1, 6)));
+        assert_eq!(oldest_in("    \"torch>=2\",\n"), Some((2, 0)));
+        assert_eq!(oldest_in("torch<3\n"), Some((2, 0)));
         assert_eq!(oldest_in("torch\ntorchvision==0.19.0\n"), None);
         assert_eq!(
             oldest_in("!pip install -q torch==2.7.1+cu126 torchvision"),
