@@ -7,7 +7,8 @@
 //! note naming the pin.
 //!
 //! The pins read: `requirements*.txt`, `pyproject.toml`, `setup.py`, `setup.cfg`,
-//! `environment*.yml`, `Dockerfile` and the `pip install` lines of notebooks, in the file's
+//! `environment*.yml`, `Dockerfile`, `Pipfile` and the lock files (`Pipfile.lock`,
+//! `poetry.lock`, `uv.lock`, `pdm.lock`) and the `pip install` lines of notebooks, in the file's
 //! folder and the folders above it (6 levels). The oldest torch any of them allows counts (an
 //! exact pin, a lower bound such as a library's `torch>=2.0`, or a cap: everything below a cap
 //! is allowed; set L: open_clip declaring `torch>=2.0`). A project that declares nothing is
@@ -34,6 +35,17 @@ static REQUIREMENT: LazyLock<Regex> = LazyLock::new(|| {
 static SPECIFIER: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^(==|~=|<=|<|>=|>)[ \t]*v?(\d+)(?:\.(\d+)(\.\d+)?)?").unwrap());
 
+/// A torch version a Pipfile or a lock file pins: `torch = "==1.13.0"` or `torch = {version =
+/// "==1.13.0", ...}` (Pipfile), `"torch": {..., "version": "==1.13.0"}` (Pipfile.lock), `name =
+/// "torch"` then `version = "2.1.0"` (poetry.lock, uv.lock, pdm.lock). Set N: a project pinning
+/// torch 1.13.0 in its Pipfile.lock only.
+static LOCKED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r#"(?m)^torch[ \t]*=[ \t]*(?:"([^"]*)"|\{[^}\n]*version[ \t]*=[ \t]*"([^"]*)")|"torch":[ \t]*\{[^}]*?"version":[ \t]*"([^"]+)"|^name[ \t]*=[ \t]*"torch"[ \t]*\r?\nversion[ \t]*=[ \t]*"([^"]+)""#,
+    )
+    .unwrap()
+});
+
 /// A (major, minor) torch version.
 type Version = (u32, u32);
 
@@ -59,7 +71,15 @@ fn is_pin_file(name: &str) -> bool {
     (name.starts_with("requirements") && name.ends_with(".txt"))
         || matches!(
             name,
-            "pyproject.toml" | "setup.py" | "setup.cfg" | "Dockerfile"
+            "pyproject.toml"
+                | "setup.py"
+                | "setup.cfg"
+                | "Dockerfile"
+                | "Pipfile"
+                | "Pipfile.lock"
+                | "poetry.lock"
+                | "uv.lock"
+                | "pdm.lock"
         )
         || (name.starts_with("environment") && (name.ends_with(".yml") || name.ends_with(".yaml")))
         || name.ends_with(".ipynb")
@@ -91,6 +111,23 @@ fn oldest_in(text: &str) -> Option<Version> {
                     }
                 })
                 .collect::<Vec<_>>()
+        })
+        .min()
+}
+
+/// The oldest torch a Pipfile or lock file's [`LOCKED`] entries allow.
+fn locked_in(text: &str) -> Option<Version> {
+    LOCKED
+        .captures_iter(text)
+        .filter_map(|c| {
+            let spec = (1..=4).find_map(|i| c.get(i))?.as_str();
+            // A lock file's bare version is an exact pin.
+            let eq = if spec.starts_with(|ch: char| ch.is_ascii_digit()) {
+                "=="
+            } else {
+                ""
+            };
+            oldest_in(&format!("torch{eq}{spec}"))
         })
         .min()
 }
@@ -131,7 +168,7 @@ fn oldest_in_folder(dir: &Path) -> Option<(Version, PathBuf)> {
                     .filter_map(oldest_in)
                     .min()
             } else {
-                oldest_in(&text)
+                oldest_in(&text).into_iter().chain(locked_in(&text)).min()
             };
             if let Some(v) = cap
                 && best.as_ref().is_none_or(|(b, _)| v < *b)
@@ -198,7 +235,7 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
 
 #[cfg(test)]
 mod tests {
-    use super::oldest_in;
+    use super::{locked_in, oldest_in};
     use crate::port::test_support::{migrate_all_at, write};
 
     #[test]
@@ -214,6 +251,24 @@ mod tests {
         assert_eq!(oldest_in("\"torch >= 1.6.0\",\n"), Some((1, 6)));
         assert_eq!(oldest_in("    \"torch>=2\",\n"), Some((2, 0)));
         assert_eq!(oldest_in("torch<3\n"), Some((2, 0)));
+        assert_eq!(
+            locked_in("[packages]\ntorch = \"==1.13.0\"\n"),
+            Some((1, 13))
+        );
+        assert_eq!(
+            locked_in("torch = {version = \">=2.1\", index = \"pt\"}\n"),
+            Some((2, 1))
+        );
+        assert_eq!(locked_in("torch = \"*\"\n"), None);
+        let pipfile_lock = "\"torch\": {\n    \"hashes\": [\n        \"sha256:00\"\n    ],\n    \"version\": \"==1.13.0\"\n},";
+        assert_eq!(locked_in(pipfile_lock), Some((1, 13)));
+        let uv_lock =
+            "[[package]]\nname = \"torch\"\nversion = \"2.6.0\"\nsource = { registry = \"x\" }\n";
+        assert_eq!(locked_in(uv_lock), Some((2, 6)));
+        assert_eq!(
+            locked_in("[[package]]\nname = \"torchvision\"\nversion = \"0.15.0\"\n"),
+            None
+        );
         assert_eq!(oldest_in("torch\ntorchvision==0.19.0\n"), None);
         assert_eq!(
             oldest_in("!pip install -q torch==2.7.1+cu126 torchvision"),
