@@ -52,6 +52,8 @@ pub enum Lint {
     HalfPrecision,
     /// A program that moves modules and shares weights between them (TorchTPU unties them).
     SharedWeightsMove,
+    /// A program that builds its optimizer before its model moves to the device.
+    OptimizerBeforeMove,
     /// `DistributedDataParallel(m, device_ids=[i])` with an index a TPU process does not have.
     DdpDeviceIndex,
     /// A program (entry script and its project modules) that the migration left blocked on a
@@ -76,6 +78,7 @@ impl Lint {
         matches!(
             self,
             Lint::SharedWeightsMove
+                | Lint::OptimizerBeforeMove
                 | Lint::DdpDeviceIndex
                 | Lint::StateLoadWithoutMapLocation
                 | Lint::SafetensorsDevice
@@ -88,7 +91,7 @@ impl Lint {
     pub fn program_gate(self) -> Option<&'static [&'static str]> {
         match self {
             // The tie fix goes into programs only; PRC008 is said on entry scripts.
-            Lint::SharedWeightsMove | Lint::Fp32Training => Some(&[]),
+            Lint::SharedWeightsMove | Lint::OptimizerBeforeMove | Lint::Fp32Training => Some(&[]),
             // On entry scripts, and on library modules that build a network.
             Lint::ConvWithoutChannelsLast => Some(NETWORK_WORDS),
             _ => None,
@@ -103,7 +106,7 @@ impl Lint {
     }
 
     /// Every lint: its name in rule files and what it finds.
-    pub const ALL: [(&'static str, Lint, &'static str); 17] = [
+    pub const ALL: [(&'static str, Lint, &'static str); 18] = [
         (
             "host-sync-in-loop",
             Lint::HostSyncInLoop,
@@ -163,6 +166,11 @@ impl Lint {
             "shared-weights-move",
             Lint::SharedWeightsMove,
             "a program that moves modules with .to()/.cuda() and shares a weight between modules (a tie in its own code, tie_weights, opacus's DP RNNs)",
+        ),
+        (
+            "optimizer-before-move",
+            Lint::OptimizerBeforeMove,
+            "a program whose entry script builds a torch.optim optimizer before it moves a module with .to()/.cuda() (or moves none itself while a project module it imports does)",
         ),
         (
             "ddp-device-index",

@@ -86,6 +86,7 @@ impl<'a> Checker<'a> {
                     self.fp32_training_of_program(t)
                 }
                 Lint::SharedWeightsMove => self.shared_weights_moves(),
+                Lint::OptimizerBeforeMove => self.optimizer_before_move(),
                 Lint::DdpDeviceIndex => self.ddp_device_indices(),
                 Lint::CudaExtensionImport => self.cuda_extension_imports(),
                 Lint::StateLoadWithoutMapLocation => self.state_loads_without_map_location(),

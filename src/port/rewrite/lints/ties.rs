@@ -56,6 +56,16 @@ pub const KEEP_TIES: &str = "# TorchTPU unties weights that two modules share wh
 if getattr(torch.accelerator.current_accelerator(), \"type\", None) == \"tpu\":\n    \
 torch.__future__.set_swap_module_params_on_conversion(True)";
 
+/// What DEV020's fix inserts after the imports (the same switch, for an optimizer).
+pub const KEEP_OPTIMIZED: &str = "# TorchTPU gives a module new parameters when .to() moves it (its tensors are not\n\
+# shallow-copy compatible with CPU ones), so an optimizer built before the move would step the\n\
+# old ones; swapping parameters in place keeps them.\n\
+if getattr(torch.accelerator.current_accelerator(), \"type\", None) == \"tpu\":\n    \
+torch.__future__.set_swap_module_params_on_conversion(True)";
+
+/// A module moved in a project module's text.
+static MOVE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\.(?:to|cuda)\(").unwrap());
+
 /// How many project modules away a tie may be (the script, the model file, its layers).
 const HOPS: usize = 2;
 
@@ -90,6 +100,66 @@ impl Checker<'_> {
         vec![Found {
             range: first_move,
             detail: why,
+            fix: Some(fix),
+        }]
+    }
+
+    /// DEV020: the first `torch.optim` optimizer an entry script builds before its first module
+    /// move (or where it moves none and a project module it imports does), with the switch that
+    /// keeps the parameters the optimizer holds. Not where DEV018 writes the same switch.
+    pub(super) fn optimizer_before_move(&self) -> Vec<Found> {
+        if !self.facts.program || self.src.contains(SWAP) {
+            return vec![];
+        }
+        let first_move = self.first_move();
+        if first_move.is_some() && self.ties_in_program().is_some() {
+            return vec![];
+        }
+        let mut built: Option<TextRange> = None;
+        super::walk(&self.parsed.module.body, true, &mut |node, _| {
+            if built.is_some() {
+                return;
+            }
+            if let AnyNodeRef::ExprCall(call) = node
+                && let Some(q) = self.sem.qualified_name(&call.func)
+                && let Some(class) = q.strip_prefix("torch.optim.")
+                && !class.contains('.')
+                && class.starts_with(|c: char| c.is_ascii_uppercase())
+            {
+                built = Some(call.range());
+            }
+        });
+        let Some(built) = built else {
+            return vec![];
+        };
+        match first_move {
+            Some(m) if m.start() < built.start() => return vec![],
+            Some(_) => {}
+            None => {
+                let Some(path) = self.facts.path.as_deref() else {
+                    return vec![];
+                };
+                if module_within_that(path, self.src, HOPS, &|t| MOVE.is_match(t)).is_none() {
+                    return vec![];
+                }
+            }
+        }
+        let Some(at) = torch_imported_at(&self.parsed.module.body) else {
+            return vec![];
+        };
+        let fix = Fix {
+            edits: vec![Edit::replace(
+                TextRange::empty(at),
+                format!("\n\n{KEEP_OPTIMIZED}"),
+            )],
+            applicability: FixClass::Safe,
+            imports: vec!["torch".into()],
+            exclusive: None,
+            why_unsafe: None,
+        };
+        vec![Found {
+            range: built,
+            detail: String::new(),
             fix: Some(fix),
         }]
     }
@@ -267,5 +337,28 @@ mod tests {
                 "{import}"
             );
         }
+    }
+
+    #[test]
+    fn an_optimizer_built_before_the_move_gets_the_switch() {
+        let dev020 = |src: &str, path: Option<&std::path::Path>| {
+            crate::port::test_support::migrate("DEV020", src, path).output
+        };
+        let before = "import torch\n\nif __name__ == \"__main__\":\n    model = torch.nn.Linear(2, 2)\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    model.to(\"tpu\")\n";
+        let out = dev020(before, None).expect("the switch");
+        assert!(out.contains(super::SWAP), "{out}");
+        // Built after the move: the optimizer holds the moved parameters.
+        let after = "import torch\n\nif __name__ == \"__main__\":\n    model = torch.nn.Linear(2, 2).to(\"tpu\")\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n";
+        assert_eq!(dev020(after, None), None);
+        // The move is in the trainer module the script imports.
+        let d = tempfile::tempdir().unwrap();
+        let script = "import torch\nfrom trainer import fit\n\nif __name__ == \"__main__\":\n    model = torch.nn.Linear(2, 2)\n    fit(model, torch.optim.Adam(model.parameters()))\n";
+        let path = crate::port::test_support::write(d.path(), "train.py", script);
+        crate::port::test_support::write(
+            d.path(),
+            "trainer.py",
+            "def fit(model, opt):\n    model.to(\"tpu\")\n",
+        );
+        assert!(dev020(script, Some(&path)).is_some_and(|o| o.contains(super::SWAP)));
     }
 }

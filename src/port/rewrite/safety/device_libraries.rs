@@ -196,7 +196,8 @@ pub(in crate::port::rewrite) fn keep_library_devices(
     // The switch runs when this module is imported too: an entry script of the tree that
     // imports it (a trainer importing a model file that has its own `__main__`) counts.
     let mut facts = facts;
-    if diags.iter().any(|d| rules.rules[d.rule].id == "DEV018")
+    let switch = |id: &str| matches!(id, "DEV018" | "DEV020");
+    if diags.iter().any(|d| switch(&rules.rules[d.rule].id))
         && let Some(entry) = path.and_then(crate::port::program::imports::entry_importing)
         && let Ok(text) = std::fs::read_to_string(&entry)
     {
@@ -229,10 +230,7 @@ pub(in crate::port::rewrite) fn keep_library_devices(
         None
     };
     if let Some(note) = switch_note {
-        for d in diags
-            .iter_mut()
-            .filter(|d| rules.rules[d.rule].id == "DEV018")
-        {
+        for d in diags.iter_mut().filter(|d| switch(&rules.rules[d.rule].id)) {
             d.make_unsafe(note);
         }
     }
