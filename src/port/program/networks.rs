@@ -5,9 +5,9 @@
 //! where it uses one of them: a layer library imported for its `Linear` is no CNN of the program.
 //! Each file is read once per run.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock};
 
 use regex::Regex;
 
@@ -70,49 +70,35 @@ pub fn package_nets(path: &Path) -> Option<Vec<(PathBuf, Net)>> {
     if first_net(path).is_some_and(|f| f.as_path() < path) {
         return None;
     }
-    let mut others = vec![];
-    for f in tree::package_files(path).iter() {
-        if f == path || tree::is_test(f) {
-            continue;
-        }
-        let Convs::Net(net) = convs_on_disk(f) else {
-            continue;
-        };
-        if imports::entry_importing(f).is_some() || tree::entry_on_disk(f) {
-            continue;
-        }
-        if f.as_path() < path {
-            return None;
-        }
-        others.push((f.clone(), net));
-    }
-    Some(others)
+    // None before it reports (that is the first one's): only those after it are named.
+    Some(
+        tree::package_files(path)
+            .iter()
+            .filter(|f| f.as_path() > path)
+            .filter_map(|f| reporting_net(f).map(|net| (f.clone(), net)))
+            .collect(),
+    )
 }
 
-/// Package folder → its first module (in path order) that builds a network, is no test, and is
-/// neither an entry script nor imported by one: the module PERF001 reports the package on.
-static FIRST_NET: LazyLock<Mutex<HashMap<PathBuf, Option<PathBuf>>>> =
-    LazyLock::new(Default::default);
+/// The network of the module at `f` where it counts for its package: no test, no entry script,
+/// not imported by one.
+fn reporting_net(f: &Path) -> Option<Net> {
+    if tree::is_test(f) {
+        return None;
+    }
+    let Convs::Net(net) = convs_on_disk(f) else {
+        return None;
+    };
+    (imports::entry_importing(f).is_none() && !tree::entry_on_disk(f)).then_some(net)
+}
+
+/// Package folder → its first module (in path order) with a [`reporting_net`]: the module
+/// PERF001 reports the package on.
+static FIRST_NET: tree::PackagePicks = LazyLock::new(Default::default);
 
 /// [`FIRST_NET`] of the package around `path`, found once per run.
 fn first_net(path: &Path) -> Option<PathBuf> {
-    let (package, _) = tree::package_of(path);
-    if let Some(known) = FIRST_NET.lock().ok().and_then(|m| m.get(&package).cloned()) {
-        return known;
-    }
-    let found = tree::package_files(path)
-        .iter()
-        .find(|f| {
-            !tree::is_test(f)
-                && matches!(convs_on_disk(f), Convs::Net(_))
-                && imports::entry_importing(f).is_none()
-                && !tree::entry_on_disk(f)
-        })
-        .cloned();
-    if let Ok(mut m) = FIRST_NET.lock() {
-        m.insert(package, found.clone());
-    }
-    found
+    tree::first_in_package(&FIRST_NET, path, |f| reporting_net(f).is_some())
 }
 
 /// Forget the packages judged (the start of a run: [`super::forget`]).

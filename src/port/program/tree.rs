@@ -154,6 +154,28 @@ pub fn package_files(path: &Path) -> Arc<Vec<PathBuf>> {
     listing(&package_of(path).0, nested)
 }
 
+/// Package folder → the file a pass picked in it, for the packages asked about in a run (the
+/// pass clears it at the run's start).
+pub type PackagePicks = LazyLock<Mutex<HashMap<PathBuf, Option<PathBuf>>>>;
+
+/// The first file (in path order) of the package around `path` that `pick` accepts, asked once
+/// per package and kept in `picks`.
+pub fn first_in_package(
+    picks: &PackagePicks,
+    path: &Path,
+    pick: impl Fn(&Path) -> bool,
+) -> Option<PathBuf> {
+    let (package, _) = package_of(path);
+    if let Some(known) = picks.lock().ok().and_then(|m| m.get(&package).cloned()) {
+        return known;
+    }
+    let found = package_files(path).iter().find(|f| pick(f)).cloned();
+    if let Ok(mut m) = picks.lock() {
+        m.insert(package, found.clone());
+    }
+    found
+}
+
 pub(super) fn listing(dir: &Path, nested: bool) -> Arc<Vec<PathBuf>> {
     let key = (dir.to_path_buf(), nested);
     if let Some(known) = LISTED.lock().ok().and_then(|l| l.get(&key).cloned()) {

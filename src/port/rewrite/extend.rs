@@ -21,6 +21,9 @@ pub(super) struct Extension {
     /// The finding's range.
     pub(super) finding: TextRange,
     pub(super) selects: Vec<TextRange>,
+    /// The test is a mixed-precision flag handed to another function (`amp_enable=amp_enable`):
+    /// it turns on autocasts it cannot see, so it selects the module's autocast calls too.
+    pub(super) selects_autocasts: bool,
 }
 
 impl<'a> Checker<'a> {
@@ -149,39 +152,19 @@ impl<'a> Checker<'a> {
         test: TextRange,
         finding: TextRange,
     ) {
-        let selects = self.selected_by(at, test);
-        self.extensions.push(Extension { finding, selects });
-    }
-
-    /// The module's autocast calls (`torch.autocast(...)`, `torch.cuda.amp.autocast(...)`).
-    fn autocasts(&self) -> Vec<TextRange> {
-        struct Calls(Vec<TextRange>);
-        impl<'b> SourceOrderVisitor<'b> for Calls {
-            fn visit_expr(&mut self, expr: &'b Expr) {
-                if let Expr::Call(c) = expr {
-                    let last = match c.func.as_ref() {
-                        Expr::Attribute(a) => a.attr.as_str(),
-                        Expr::Name(n) => n.id.as_str(),
-                        _ => "",
-                    };
-                    if last == "autocast" {
-                        self.0.push(c.range());
-                    }
-                }
-                source_order::walk_expr(self, expr);
-            }
-        }
-        let mut calls = Calls(vec![]);
-        for stmt in &self.parsed.module.body {
-            calls.visit_stmt(stmt);
-        }
-        calls.0
+        let (selects, selects_autocasts) = self.selected_by(at, test);
+        self.extensions.push(Extension {
+            finding,
+            selects,
+            selects_autocasts,
+        });
     }
 
     /// The code the test at `test` (ancestors `at`) selects: the `if`/`while` it is the test of
     /// (both branches), a conditional expression's branches, the statements that read the name
-    /// it is assigned to, or the statement it sits in.
-    fn selected_by(&self, at: &[AnyNodeRef<'a>], test: TextRange) -> Vec<TextRange> {
+    /// it is assigned to, or the statement it sits in; and whether it is a mixed-precision flag
+    /// handed on to another function ([`Extension::selects_autocasts`]).
+    fn selected_by(&self, at: &[AnyNodeRef<'a>], test: TextRange) -> (Vec<TextRange>, bool) {
         let mut child = test;
         for (i, anc) in at.iter().enumerate().rev() {
             if anc.range() == test {
@@ -192,12 +175,10 @@ impl<'a> Checker<'a> {
                 | AnyNodeRef::ExprUnaryOp(_)
                 | AnyNodeRef::ExprCompare(_) => child = anc.range(),
                 AnyNodeRef::ExprIf(e) if e.test.range().contains_range(child) => {
-                    return vec![e.body.range(), e.orelse.range()];
+                    return (vec![e.body.range(), e.orelse.range()], false);
                 }
                 AnyNodeRef::StmtAssign(a) => {
                     let uses = self.uses_of_assigned(&at[..=i], child, true);
-                    // A mixed-precision flag handed to another function (`amp_enable=
-                    // amp_enable`) turns on autocasts this test cannot see: those of the module.
                     let handed_on = matches!(a.targets.as_slice(), [Expr::Name(n)] if says_amp(&n.id))
                         && uses.iter().any(|(anc, _)| {
                             anc.last().is_some_and(|p| {
@@ -213,17 +194,14 @@ impl<'a> Checker<'a> {
                                 .map(|n| n.range())
                         })
                         .collect();
-                    if handed_on {
-                        out.extend(self.autocasts());
-                    }
                     out.push(anc.range());
-                    return out;
+                    return (out, handed_on);
                 }
-                n if n.as_stmt_ref().is_some() => return vec![n.range()],
+                n if n.as_stmt_ref().is_some() => return (vec![n.range()], false),
                 _ => child = anc.range(),
             }
         }
-        vec![test]
+        (vec![test], false)
     }
 
     /// Take the fix off an extension (or make it unsafe) where the code its test selects is not
@@ -236,6 +214,7 @@ impl<'a> Checker<'a> {
         let mut scan = Blockers {
             checker: self,
             found: vec![],
+            autocasts: vec![],
         };
         for stmt in &self.parsed.module.body {
             scan.visit_stmt(stmt);
@@ -252,10 +231,14 @@ impl<'a> Checker<'a> {
             if d.fix.is_none() {
                 continue;
             }
+            let selected = ext
+                .selects
+                .iter()
+                .chain(scan.autocasts.iter().filter(|_| ext.selects_autocasts));
             let inside = scan
                 .found
                 .iter()
-                .filter(|(r, _)| ext.selects.iter().any(|s| s.contains_range(*r)));
+                .filter(|(r, _)| selected.clone().any(|s| s.contains_range(*r)));
             for (r, what) in inside {
                 let moved = amp
                     .iter()
@@ -282,6 +265,8 @@ impl<'a> Checker<'a> {
 struct Blockers<'c, 'a> {
     checker: &'c Checker<'a>,
     found: Vec<(TextRange, String)>,
+    /// Every autocast call of the module.
+    autocasts: Vec<TextRange>,
 }
 
 impl<'a> SourceOrderVisitor<'a> for Blockers<'_, '_> {
@@ -301,6 +286,9 @@ impl<'a> SourceOrderVisitor<'a> for Blockers<'_, '_> {
                 let half = dtype.is_some_and(|t| {
                     t.ends_with("float16") && !t.ends_with("bfloat16") || t.ends_with(".half")
                 });
+                if last == "autocast" {
+                    self.autocasts.push(c.range());
+                }
                 if last == "GradScaler" {
                     self.found.push((
                         c.range(),

@@ -87,20 +87,10 @@ impl Checker<'_> {
         if !self.sem.import_names().contains("torch") {
             return vec![];
         }
-        let fix = Fix {
-            edits: vec![Edit::replace(
-                TextRange::empty(at),
-                format!("\n\n{KEEP_TIES}"),
-            )],
-            applicability: FixClass::Safe,
-            imports: vec!["torch".into()],
-            exclusive: None,
-            why_unsafe: None,
-        };
         vec![Found {
             range: first_move,
             detail: why,
-            fix: Some(fix),
+            fix: Some(switch_after_imports(at, KEEP_TIES)),
         }]
     }
 
@@ -147,20 +137,10 @@ impl Checker<'_> {
         let Some(at) = torch_imported_at(&self.parsed.module.body) else {
             return vec![];
         };
-        let fix = Fix {
-            edits: vec![Edit::replace(
-                TextRange::empty(at),
-                format!("\n\n{KEEP_OPTIMIZED}"),
-            )],
-            applicability: FixClass::Safe,
-            imports: vec!["torch".into()],
-            exclusive: None,
-            why_unsafe: None,
-        };
         vec![Found {
             range: built,
             detail: String::new(),
-            fix: Some(fix),
+            fix: Some(switch_after_imports(at, KEEP_OPTIMIZED)),
         }]
     }
 
@@ -199,6 +179,18 @@ impl Checker<'_> {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         ))
+    }
+}
+
+/// The fix of DEV018 and DEV020: `switch` (the swap switch with its comment) inserted at `at`,
+/// after the imports ([`torch_imported_at`]).
+fn switch_after_imports(at: TextSize, switch: &str) -> Fix {
+    Fix {
+        edits: vec![Edit::replace(TextRange::empty(at), format!("\n\n{switch}"))],
+        applicability: FixClass::Safe,
+        imports: vec!["torch".into()],
+        exclusive: None,
+        why_unsafe: None,
     }
 }
 

@@ -6,9 +6,8 @@
 //! fixes become unsafe. A module that names MPS/XPU itself is left to the chain rules, which
 //! keep its MPS branch ahead of the accelerator's.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{LazyLock, Mutex};
+use std::sync::LazyLock;
 
 use regex::Regex;
 
@@ -41,8 +40,7 @@ fn asks_any_accelerator(content: &str) -> bool {
 }
 
 /// Package folder → the first of its files that selects MPS or XPU, for the packages read.
-static PACKAGES: LazyLock<Mutex<HashMap<PathBuf, Option<PathBuf>>>> =
-    LazyLock::new(Default::default);
+static PACKAGES: crate::port::program::tree::PackagePicks = LazyLock::new(Default::default);
 
 /// Forget the packages read (the start of a run: [`super::forget`]).
 pub(super) fn forget() {
@@ -53,18 +51,9 @@ pub(super) fn forget() {
 
 /// The file of the project around `path` (its package, or its folder) that selects MPS or XPU.
 fn selecting_file(path: &Path) -> Option<PathBuf> {
-    let (package, _) = crate::port::program::tree::package_of(path);
-    if let Some(known) = PACKAGES.lock().ok().and_then(|p| p.get(&package).cloned()) {
-        return known;
-    }
-    let found = crate::port::program::tree::package_files(path)
-        .iter()
-        .find(|f| std::fs::read_to_string(f).is_ok_and(|t| SELECTS_OTHER.is_match(&t)))
-        .cloned();
-    if let Ok(mut p) = PACKAGES.lock() {
-        p.insert(package, found.clone());
-    }
-    found
+    crate::port::program::tree::first_in_package(&PACKAGES, path, |f| {
+        std::fs::read_to_string(f).is_ok_and(|t| SELECTS_OTHER.is_match(&t))
+    })
 }
 
 /// Make unsafe the fixes that ask `torch.accelerator` whether there is one, in a project that
