@@ -47,6 +47,13 @@ mod unwrap;
 use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 
+/// Forget what the rewrite learnt from files beside the code (pins, configs) in an earlier run
+/// (`migrate --watch` runs again after a change).
+pub fn forget() {
+    safety::forget();
+    lints::forget_configs();
+}
+
 use ruff_python_ast::visitor::source_order::{SourceOrderVisitor, TraversalSignal};
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr, ExprContext};
 use ruff_text_size::TextRange;

@@ -65,6 +65,8 @@ pub enum Lint {
     StateLoadWithoutMapLocation,
     /// safetensors' `load_file`/`safe_open` onto a device other than the literal "cpu".
     SafetensorsDevice,
+    /// `hydra.utils.instantiate(cfg.trainer)` where a project config builds a Lightning Trainer.
+    TrainerFromConfig,
 }
 
 /// Words a module that builds a convolutional network spells (`nn.Conv2d`, `torchvision`'s or
@@ -106,7 +108,7 @@ impl Lint {
     }
 
     /// Every lint: its name in rule files and what it finds.
-    pub const ALL: [(&'static str, Lint, &'static str); 18] = [
+    pub const ALL: [(&'static str, Lint, &'static str); 19] = [
         (
             "host-sync-in-loop",
             Lint::HostSyncInLoop,
@@ -196,6 +198,11 @@ impl Lint {
             "safetensors-device",
             Lint::SafetensorsDevice,
             "safetensors' load_file/safe_open given a device that is not the literal \"cpu\" (safetensors knows no \"tpu\")",
+        ),
+        (
+            "trainer-from-config",
+            Lint::TrainerFromConfig,
+            "a Hydra `instantiate` that builds a trainer where a YAML config under the script's folder names a Lightning Trainer as its `_target_`",
         ),
     ];
 

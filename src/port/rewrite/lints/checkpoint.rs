@@ -5,7 +5,9 @@
 //! before the state reaches the model: the program ports, and its first resume or evaluation
 //! fails (set E's LeNet5 `test()`, whose shipped checkpoints are all `cuda:0`).
 //!
-//! Where the loaded object goes straight into `load_state_dict` (no `assign=`), the fix writes
+//! Where the loaded object, or an entry of it (`torch.load(path)["state_dict"]`: the rest is
+//! dropped; set N's Lightning inference script), goes straight into `load_state_dict` (no
+//! `assign=`), the fix writes
 //! `map_location="cpu"`: `load_state_dict` copies each value into the parameter or buffer that
 //! already exists, on that one's device, so on CUDA the module ends with the same values on the
 //! same device as before (an optimizer's `load_state_dict` casts its state to its parameters'
@@ -53,7 +55,14 @@ impl Checker<'_> {
             {
                 return;
             }
-            let Some(Expr::Call(load)) = outer.arguments.args.first() else {
+            // `torch.load(path)`, or an entry of it: `torch.load(path)["state_dict"]`.
+            let mut first = outer.arguments.args.first();
+            while let Some(Expr::Subscript(s)) = first
+                && s.slice.is_string_literal_expr()
+            {
+                first = Some(s.value.as_ref());
+            }
+            let Some(Expr::Call(load)) = first else {
                 return;
             };
             let args = &load.arguments;

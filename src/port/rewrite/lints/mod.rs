@@ -9,10 +9,12 @@
 //! script and the project modules it imports), given once on the entry script, or once per
 //! package; `ties.rs`: weights two modules share, moved to the TPU; `ddp.rs`: DDP's device
 //! index; `extension.rs`: imports of a CUDA extension the project compiles; `checkpoint.rs`:
-//! checkpoints loaded into a module with no `map_location`, safetensors loads onto a device. Most findings are manual: the advice says what to change.
+//! checkpoints loaded into a module with no `map_location`, safetensors loads onto a device;
+//! `configs.rs`: Lightning Trainers a Hydra config builds. Most findings are manual: the advice says what to change.
 
 mod checkpoint;
 mod compiled;
+mod configs;
 mod ddp;
 mod extension;
 mod loops;
@@ -28,6 +30,8 @@ use ruff_text_size::TextRange;
 use super::Checker;
 use crate::port::diagnostic::Diagnostic;
 use crate::port::rules::{Lint, Matcher};
+
+pub(super) use configs::forget as forget_configs;
 
 /// One place a lint found, with the words that fill the rule message's `{detail}`, and the fix
 /// where the lint has one (most findings are manual).
@@ -91,6 +95,7 @@ impl<'a> Checker<'a> {
                 Lint::CudaExtensionImport => self.cuda_extension_imports(),
                 Lint::StateLoadWithoutMapLocation => self.state_loads_without_map_location(),
                 Lint::SafetensorsDevice => self.safetensors_devices(),
+                Lint::TrainerFromConfig => self.trainers_from_configs(),
                 // Judged over the whole run, not per file (`port::program`, the driver).
                 Lint::ProgramBlocked => vec![],
                 Lint::HalfPrecision => model::half_casts(self),

@@ -8,8 +8,13 @@
 //!
 //! The pins read: `requirements*.txt`, `pyproject.toml`, `setup.py`, `setup.cfg`,
 //! `environment*.yml`, `Dockerfile`, `Pipfile` and the lock files (`Pipfile.lock`,
-//! `poetry.lock`, `uv.lock`, `pdm.lock`) and the `pip install` lines of notebooks, in the file's
-//! folder and the folders above it (6 levels). The oldest torch any of them allows counts (an
+//! `poetry.lock`, `uv.lock`, `pdm.lock`), the `pip install` lines of notebooks, the torch
+//! versions a README says in prose ("Requirements: PyTorch 1.12+ or 2.x", "torch >= 1.6": set
+//! N, where a README was the only place a project said it supports torch 1.2) and the versions
+//! its CI tests (`.github/workflows/*.yml`, `.travis.yml`, `tox.ini`, `noxfile.py`: a
+//! `torch-version: [1.13, 2.0]` matrix or a `pip install torch==...` line), in the file's
+//! folder and the folders above it (6 levels). A README's version that no torch had (a major
+//! above 2, "PyTorch 4.1+") cannot be read, and counts for nothing. The oldest torch any of them allows counts (an
 //! exact pin, a lower bound such as a library's `torch>=2.0`, or a cap: everything below a cap
 //! is allowed; set L: open_clip declaring `torch>=2.0`). A project that declares nothing is
 //! taken to run torch 2.15, even where its code keeps paths for older torch (a version check is
@@ -46,6 +51,24 @@ static LOCKED: LazyLock<Regex> = LazyLock::new(|| {
     .unwrap()
 });
 
+/// A torch version said in prose or a conda or Docker spelling: "PyTorch 1.12+", "torch >=
+/// 1.6", "Pytorch 1.2.0", "PyTorch>=1.8", `- pytorch=1.13.1`, `pytorch/pytorch:1.13.1-cuda11.6`
+/// (not "torchvision 0.8", not "torch.compile", not "segmentation-models-pytorch>=0.3.4").
+static PROSE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?:^|[^\w.-])(?:py)?torch[ \t]*(?:version[ \t]*)?(>=|==|~=|<=|<|>|=|:)?[ \t]*v?(\d+)\.(\d+)")
+        .unwrap()
+});
+
+/// A CI matrix's torch versions: `torch-version: [1.13.1, 2.0.0]`, `- torch: "1.13"`, or the
+/// key alone with the versions as list items on the lines after it.
+static MATRIX: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?im)^[ \t]*-?[ \t]*(?:py)?torch[-_]?(?:versions?)?[ \t]*:[ \t]*([^\n]*)((?:\r?\n[ \t]*-[ \t]*[^\n]*)*)")
+        .unwrap()
+});
+
+/// One version in a matrix value: `1.13.1`, `'2.0'`.
+static DOTTED: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?:^|[^\w.])(\d+)\.(\d+)").unwrap());
+
 /// A (major, minor) torch version.
 type Version = (u32, u32);
 
@@ -66,9 +89,17 @@ const FLOORS: &[(&str, Version)] = &[
     ("get_default_backend_for_device", (2, 6)),
 ];
 
-/// Files that pin the environment, by name.
+/// A README, whose prose may say which torch the project supports.
+fn is_readme(name: &str) -> bool {
+    name.get(..6)
+        .is_some_and(|h| h.eq_ignore_ascii_case("readme"))
+}
+
+/// Files that pin the environment, by name (CI configurations with them).
 fn is_pin_file(name: &str) -> bool {
     (name.starts_with("requirements") && name.ends_with(".txt"))
+        || is_readme(name)
+        || matches!(name, ".travis.yml" | "tox.ini" | "noxfile.py")
         || matches!(
             name,
             "pyproject.toml"
@@ -110,6 +141,34 @@ fn oldest_in(text: &str) -> Option<Version> {
                         _ => Some((major, minor)),
                     }
                 })
+                .collect::<Vec<_>>()
+        })
+        .min()
+}
+
+/// The oldest torch a README's prose names (see [`PROSE`]).
+fn said_in(text: &str) -> Option<Version> {
+    PROSE
+        .captures_iter(text)
+        .filter_map(|c| {
+            let major = c[2].parse::<u32>().ok().filter(|m| *m <= 2)?;
+            let op = c.get(1).map_or("==", |o| o.as_str());
+            let op = if matches!(op, "=" | ":") { "==" } else { op };
+            oldest_in(&format!("torch{op}{major}.{}", &c[3]))
+        })
+        .min()
+}
+
+/// The oldest torch a CI matrix tests (see [`MATRIX`]).
+fn tested_in(text: &str) -> Option<Version> {
+    MATRIX
+        .captures_iter(text)
+        .flat_map(|c| {
+            let values = format!("{} {}", &c[1], c.get(2).map_or("", |m| m.as_str()));
+            DOTTED
+                .captures_iter(&values)
+                .filter_map(|v| Some((v[1].parse::<u32>().ok()?, v[2].parse::<u32>().ok()?)))
+                .filter(|(major, _)| *major <= 2)
                 .collect::<Vec<_>>()
         })
         .min()
@@ -158,6 +217,15 @@ fn oldest_in_folder(dir: &Path) -> Option<(Version, PathBuf)> {
                     && p.is_file()
             })
             .collect();
+        // The CI's workflows: the torch versions it tests.
+        if let Ok(flows) = std::fs::read_dir(dir.join(".github").join("workflows")) {
+            files.extend(
+                flows
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "yml" || x == "yaml")),
+            );
+        }
         files.sort();
         for f in files {
             let text = std::fs::read_to_string(&f).unwrap_or_default();
@@ -168,7 +236,18 @@ fn oldest_in_folder(dir: &Path) -> Option<(Version, PathBuf)> {
                     .filter_map(oldest_in)
                     .min()
             } else {
-                oldest_in(&text).into_iter().chain(locked_in(&text)).min()
+                let name = f.file_name().unwrap_or_default().to_string_lossy();
+                // Prose is read where a project writes it, and in conda's and Docker's
+                // spellings; not in a setup.py's comments ("such as pytorch 2.3 + cuda 12.1").
+                let spelled = is_readme(&name)
+                    || name == "Dockerfile"
+                    || (name.starts_with("environment") && !name.ends_with(".ipynb"));
+                oldest_in(&text)
+                    .into_iter()
+                    .chain(locked_in(&text))
+                    .chain(tested_in(&text))
+                    .chain(said_in(&text).filter(|_| spelled))
+                    .min()
             };
             if let Some(v) = cap
                 && best.as_ref().is_none_or(|(b, _)| v < *b)
@@ -235,7 +314,7 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
 
 #[cfg(test)]
 mod tests {
-    use super::{locked_in, oldest_in};
+    use super::{locked_in, oldest_in, said_in, tested_in};
     use crate::port::test_support::{migrate_all_at, write};
 
     #[test]
@@ -270,6 +349,35 @@ mod tests {
             None
         );
         assert_eq!(oldest_in("torch\ntorchvision==0.19.0\n"), None);
+        // Prose, conda and Docker spellings.
+        let readme =
+            "Requirements: PyTorch 1.12+ or 2.x, `torchvision`.\n> needs PyTorch 2.1 or later";
+        assert_eq!(said_in(readme), Some((1, 12)));
+        assert_eq!(said_in("Currently supports Pytorch >= 1.2.0"), Some((1, 2)));
+        assert_eq!(said_in("- [PyTorch 4.1+](http://pytorch.org/)"), None);
+        assert_eq!(said_in("uses torch.compile and torchvision 0.8"), None);
+        assert_eq!(said_in("\"segmentation-models-pytorch>=0.3.4\","), None);
+        assert_eq!(
+            said_in("  - pytorch=1.13.1\n  - pytorch-cuda=11.7\n"),
+            Some((1, 13))
+        );
+        assert_eq!(
+            said_in("FROM pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime\n"),
+            Some((1, 13))
+        );
+        // CI matrices.
+        assert_eq!(
+            tested_in("    torch-version: [1.13.0, '2.0.0']\n"),
+            Some((1, 13))
+        );
+        assert_eq!(
+            tested_in("      torch-version:\n        - \"2.1\"\n        - \"1.12\"\nos: x\n"),
+            Some((1, 12))
+        );
+        assert_eq!(
+            tested_in("  torch-version: ${{ matrix.torch-version }}\n"),
+            None
+        );
         assert_eq!(
             oldest_in("!pip install -q torch==2.7.1+cu126 torchvision"),
             Some((2, 7))
@@ -308,6 +416,13 @@ mod tests {
             "lib.py",
             SRC,
             Some(("pyproject.toml", "dependencies = [\"torch>=2.0\"]\n")),
+        );
+        assert!(out.contains("torch.cuda.device_count()"), "{out}");
+        // A README that says so in prose.
+        let out = port_beside(
+            "train.py",
+            SRC,
+            Some(("README.md", "Requirements: PyTorch 1.12+ or 2.x\n")),
         );
         assert!(out.contains("torch.cuda.device_count()"), "{out}");
         // With neither, the forms are torch 2.15's.
