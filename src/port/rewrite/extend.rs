@@ -389,6 +389,23 @@ mod tests {
         );
     }
 
+    /// A device-count guard in front of a project's own DataParallel (a subclass, or a copy of
+    /// its scatter-gather) stays CUDA's, as in front of `nn.DataParallel` (set O's Music
+    /// Transformer `DataParallelModel`).
+    #[test]
+    fn a_count_guard_selecting_a_data_parallel_variant_stays() {
+        let src = "import torch\nfrom custom.parallel import DataParallelModel\n\nmt = torch.nn.Linear(2, 2)\nif torch.cuda.device_count() > 1:\n    mt = DataParallelModel(mt)\nn = torch.cuda.device_count()\n";
+        let text = crate::port::test_support::ported(src);
+        assert!(
+            text.contains("if torch.cuda.device_count() > 1:\n    mt = DataParallelModel"),
+            "{text}"
+        );
+        assert!(
+            text.contains("n = torch.accelerator.device_count()"),
+            "{text}"
+        );
+    }
+
     /// A test that turns on an autocast without a dtype stays CUDA's: that autocast would be
     /// float16 on a TPU, whose scaler the port turns off (set M's Raman classifier), also where
     /// the flag is handed to another function.

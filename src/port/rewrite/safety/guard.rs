@@ -44,6 +44,15 @@ const NOT_ON_A_TPU: &[&str] = &[
     "torch.nn.parallel.data_parallel.DataParallel",
 ];
 
+/// A project's or library's own single-process DataParallel (`DataParallelModel`,
+/// `DataParallelCriterion`, `BalancedDataParallel`, `DataParallelWithCallback`): subclasses of
+/// `nn.DataParallel` or copies of its scatter-gather, which fail on a TPU as it does (set O: a
+/// Music Transformer's `DataParallelModel` behind a device-count guard).
+fn data_parallel_variant(q: &str) -> bool {
+    let last = q.rsplit('.').next().unwrap_or(q);
+    last.contains("DataParallel") && !last.contains("Distributed")
+}
+
 impl Scan<'_> {
     /// Adds the names the statements of `body` assign from CUDA-only code (in order: a later
     /// assignment may build on an earlier one).
@@ -68,7 +77,7 @@ impl Scan<'_> {
     /// What makes the qualified name `q` one a guard keeps (CUDA-only, or wrong on a TPU).
     fn named(&self, q: &str) -> Option<String> {
         cuda_only_name(q).or_else(|| {
-            (self.guarded && NOT_ON_A_TPU.contains(&q))
+            (self.guarded && (NOT_ON_A_TPU.contains(&q) || data_parallel_variant(q)))
                 .then(|| format!("`{q}`, which fails on a multi-chip TPU host"))
         })
     }

@@ -52,10 +52,11 @@ static LOCKED: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// A torch version said in prose or a conda or Docker spelling: "PyTorch 1.12+", "torch >=
-/// 1.6", "Pytorch 1.2.0", "PyTorch>=1.8", `- pytorch=1.13.1`, `pytorch/pytorch:1.13.1-cuda11.6`
+/// 1.6", "Pytorch 1.2.0", "PyTorch>=1.8", "PyTorch-1.4.0" and "PyTorch版本：1.4" (set O: a
+/// Chinese README), `- pytorch=1.13.1`, `pytorch/pytorch:1.13.1-cuda11.6`
 /// (not "torchvision 0.8", not "torch.compile", not "segmentation-models-pytorch>=0.3.4").
 static PROSE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:^|[^\w.-])(?:py)?torch[ \t]*(?:version[ \t]*)?(>=|==|~=|<=|<|>|=|:)?[ \t]*v?(\d+)\.(\d+)")
+    Regex::new(r"(?i)(?:^|[^\w.-])(?:py)?torch[ \t]*(?:version[ \t]*|版本[ \t]*)?(>=|==|~=|<=|<|>|=|:|：|-)?[ \t]*v?(\d+)\.(\d+)")
         .unwrap()
 });
 
@@ -153,7 +154,11 @@ fn said_in(text: &str) -> Option<Version> {
         .filter_map(|c| {
             let major = c[2].parse::<u32>().ok().filter(|m| *m <= 2)?;
             let op = c.get(1).map_or("==", |o| o.as_str());
-            let op = if matches!(op, "=" | ":") { "==" } else { op };
+            let op = if matches!(op, "=" | ":" | "：" | "-") {
+                "=="
+            } else {
+                op
+            };
             oldest_in(&format!("torch{op}{major}.{}", &c[3]))
         })
         .min()
@@ -226,7 +231,13 @@ fn oldest_in_folder(dir: &Path) -> Option<(Version, PathBuf)> {
                     .filter(|p| p.extension().is_some_and(|x| x == "yml" || x == "yaml")),
             );
         }
-        files.sort();
+        // A declaration before prose: where both say the same torch, the pin file is named.
+        files.sort_by_key(|p| {
+            let readme = p
+                .file_name()
+                .is_some_and(|n| is_readme(&n.to_string_lossy()));
+            (readme, p.clone())
+        });
         for f in files {
             let text = std::fs::read_to_string(&f).unwrap_or_default();
             // A notebook's pins are its install lines (`!pip install torch==2.7.1`).
@@ -355,6 +366,9 @@ mod tests {
         assert_eq!(said_in(readme), Some((1, 12)));
         assert_eq!(said_in("Currently supports Pytorch >= 1.2.0"), Some((1, 2)));
         assert_eq!(said_in("- [PyTorch 4.1+](http://pytorch.org/)"), None);
+        assert_eq!(said_in("* Python-3.7.11、PyTorch-1.4.0"), Some((1, 4)));
+        assert_eq!(said_in("PyTorch版本：1.8"), Some((1, 8)));
+        assert_eq!(said_in("PyTorch-Lightning 1.5 and pytorch-cuda=11.8"), None);
         assert_eq!(said_in("uses torch.compile and torchvision 0.8"), None);
         assert_eq!(said_in("\"segmentation-models-pytorch>=0.3.4\","), None);
         assert_eq!(
