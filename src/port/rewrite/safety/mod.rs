@@ -28,7 +28,9 @@
 //! like), `lightning.rs` (CUDA tests that choose a Lightning accelerator),
 //! `params.rs` (test parameters fed by values computed elsewhere), `comments.rs` (code a
 //! comment ties to CUDA or NCCL) and `own.rs` (attributes the program defines itself, such as a
-//! class's own `self.is_cuda`, are not PyTorch's). Whole programs (an entry script and the
+//! class's own `self.is_cuda`, are not PyTorch's), `torch_pin.rs` (forms newer than the torch a
+//! project supports) with `old_torch.rs` (forms that keep a torch before 2.6 beside the portable
+//! one). Whole programs (an entry script and the
 //! modules it imports) are judged after every file: `crate::port::program`.
 
 pub(in crate::port::rewrite) mod callers;
@@ -46,6 +48,7 @@ pub(in crate::port::rewrite) mod lightning;
 pub(in crate::port::rewrite) mod local_torch;
 pub(in crate::port::rewrite) mod named;
 pub(in crate::port::rewrite) mod no_accelerator;
+mod old_torch;
 mod other_accelerators;
 pub(in crate::port::rewrite) mod own;
 pub(in crate::port::rewrite) mod params;
@@ -250,7 +253,17 @@ impl<'a> Checker<'a> {
         );
         // The portable port keeps the original machine: its torch too.
         if self.target == Target::Portable {
-            torch_pin::keep_within_pinned_torch(self.facts.path.as_deref(), &mut self.diags);
+            old_torch::drop_old_branch_findings(
+                self.src,
+                &self.parsed.module.body,
+                &mut self.diags,
+            );
+            torch_pin::keep_within_pinned_torch(
+                self.facts.path.as_deref(),
+                self.src,
+                &self.parsed.module.body,
+                &mut self.diags,
+            );
             other_accelerators::keep_other_accelerators(
                 self.facts.path.as_deref(),
                 self.src,

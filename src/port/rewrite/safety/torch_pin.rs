@@ -27,6 +27,8 @@ use std::sync::{LazyLock, Mutex};
 use regex::Regex;
 
 use crate::port::diagnostic::Diagnostic;
+use crate::port::edit::Fix;
+use crate::port::rules::FixClass;
 
 /// A torch requirement with its specifiers: `torch==2.4.0`, `torch>=2.1,<2.5`, `"torch~=2.4.1"`
 /// (not `torchvision==`).
@@ -284,9 +286,38 @@ fn oldest_in_project(path: &Path) -> Option<(Version, PathBuf)> {
         .min_by_key(|(v, _)| *v)
 }
 
+/// The test that picks `text` (a portable form) where torch has every part of
+/// `torch.accelerator` it calls; None where a part cannot be tested for (`check_available`).
+fn probe_for(text: &str) -> Option<String> {
+    if text.contains("check_available") {
+        return None;
+    }
+    const ROOT: &str = "torch.accelerator.";
+    let mut probe = super::old_torch::PROBE.to_string();
+    let mut named: Vec<&str> = vec![];
+    for (at, _) in text.match_indices(ROOT) {
+        let rest = &text[at + ROOT.len()..];
+        let name = &rest[..rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len())];
+        let full = format!("{ROOT}{name}");
+        let floor = FLOORS
+            .iter()
+            .find(|(n, _)| full.starts_with(n))
+            .map(|(_, f)| *f)?;
+        if floor > (2, 6) && !named.contains(&name) {
+            named.push(name);
+            probe.push_str(&format!(" and hasattr(torch.accelerator, \"{name}\")"));
+        }
+    }
+    Some(probe)
+}
+
 /// Make unsafe the fixes whose forms need a newer torch than the project pins.
 pub(in crate::port::rewrite) fn keep_within_pinned_torch(
     path: Option<&Path>,
+    src: &str,
+    body: &[ruff_python_ast::Stmt],
     diags: &mut [Diagnostic],
 ) {
     let Some(path) = path else { return };
@@ -307,7 +338,62 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    for d in diags.iter_mut() {
+    // Where a form needs torch.accelerator itself (2.6), the fix can keep the old torch's form
+    // beside it (old_torch.rs): the fixes inside one expression are written together.
+    let exprs = super::old_torch::Exprs::of(body);
+    let mut kept: HashMap<usize, Fix> = HashMap::new();
+    let mut groups: Vec<(super::old_torch::Whole, Vec<usize>)> = vec![];
+    for (i, d) in diags.iter().enumerate() {
+        let (Some((_, floor)), Some(fix)) = (needs(d), d.fix.as_ref()) else {
+            continue;
+        };
+        if (major, minor) >= floor || fix.applicability != FixClass::Safe {
+            continue;
+        }
+        let Some(whole) = exprs.whole_for(fix.range(), src) else {
+            continue;
+        };
+        match groups.iter_mut().find(|(r, _)| *r == whole) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((whole, vec![i])),
+        }
+    }
+    // The other safe fixes inside the same code go into its new form with them (a comparison
+    // extended to the TPU beside the device it compares): the old form stays as written.
+    for (whole, members) in groups.iter_mut() {
+        for (i, d) in diags.iter().enumerate() {
+            let Some(fix) = d.fix.as_ref() else { continue };
+            if !members.contains(&i)
+                && fix.applicability == FixClass::Safe
+                && needs(d).is_none_or(|(_, floor)| (major, minor) >= floor)
+                && whole.range.contains_range(fix.range())
+            {
+                members.push(i);
+            }
+        }
+    }
+    for (whole, members) in groups {
+        let fixes: Vec<&Fix> = members
+            .iter()
+            .filter_map(|i| diags[*i].fix.as_ref())
+            .collect();
+        if let Some(fix) = super::old_torch::keeping_old_torch(&fixes, &whole, src, &probe_for) {
+            for i in members {
+                kept.insert(i, fix.clone());
+            }
+        }
+    }
+    for (i, d) in diags.iter_mut().enumerate() {
+        if let Some(fix) = kept.remove(&i) {
+            d.fix = Some(fix);
+            d.note = Some(format!(
+                "this project supports torch {major}.{minor} ({shown}), which has no \
+                 torch.accelerator: the fix keeps the original where torch has none \
+                 (`{}`)",
+                super::old_torch::PROBE
+            ));
+            continue;
+        }
         let Some((name, floor)) = needs(d) else {
             continue;
         };
@@ -396,6 +482,14 @@ mod tests {
             oldest_in("!pip install -q torch==2.7.1+cu126 torchvision"),
             Some((2, 7))
         );
+    }
+
+    /// This repository's README is an ancestor README of its examples and test data: the torch
+    /// versions it mentions in prose would count as theirs.
+    #[test]
+    fn this_readme_names_no_torch_for_the_examples() {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"));
+        assert_eq!(said_in(&readme.unwrap()), None);
     }
 
     const SRC: &str =

@@ -1,0 +1,368 @@
+//! Ports that keep a project's older torch. `torch.accelerator` came in torch 2.6; a project that
+//! supports an older torch (its pins, its README: [`super::torch_pin`]) runs a portable form into
+//! an AttributeError there (sets L-O: 45 of their wrong fixes). Where a fix replaces code inside
+//! one expression and needs nothing newer than 2.6, the fix keeps both:
+//!
+//! ```python
+//! if hasattr(torch, "accelerator"):
+//!     n = torch.accelerator.device_count()
+//! else:
+//!     n = torch.cuda.device_count()
+//! ```
+//!
+//! On a torch without `torch.accelerator` the original statement runs, exactly as written; on
+//! a torch that has it (2.6 and later: a CUDA machine, a TPU under TorchTPU) the portable one, as everywhere
+//! else. An assignment or a call on its own line is written as that `if` (over several lines
+//! too, its continuation lines 4 columns deeper, unless it holds a multi-line string or a
+//! backslash);
+//! in any other statement the statement's whole expression, where it is short and on one line,
+//! or else the smallest expression that holds every edit (a call, not its callee), becomes
+//! `(new if hasattr(torch, "accelerator") else old)`. The fixes inside one statement are
+//! written together. An edit inside an f-string (whose quotes the test would break before
+//! Python 3.12), or in an expression longer than a line's worth, is not rewritten this way, and
+//! the fix stays unsafe. A form that calls a later addition (`set_device_index`, 2.7; the
+//! memory statistics, 2.9; `torch.accelerator.random`, 2.13) tests for it too (`and
+//! hasattr(torch.accelerator, "set_device_index")`); one using `check_available` (2.7, an
+//! argument no test can find) stays unsafe.
+//!
+//! Code in the old-torch branch of such a test (written by this fix or by hand: `... if
+//! hasattr(torch, "accelerator") else <old>`, `if hasattr(torch, "accelerator"): ... else:
+//! <old>`) is the path for torch before 2.6 on purpose: its findings are dropped, so a second run
+//! changes nothing.
+
+use ruff_python_ast::visitor::source_order::{SourceOrderVisitor, TraversalSignal, walk_expr};
+use ruff_python_ast::{self as ast, AnyNodeRef, Expr, Stmt};
+use ruff_text_size::{Ranged, TextRange, TextSize};
+
+use crate::port::diagnostic::Diagnostic;
+use crate::port::edit::{Edit, Fix};
+
+/// The test that picks the portable form where torch has `torch.accelerator` (forms that call
+/// a later addition, such as `set_device_index` (2.7), test for it too: `... and
+/// hasattr(torch.accelerator, "set_device_index")`).
+pub(super) const PROBE: &str = "hasattr(torch, \"accelerator\")";
+
+/// The longest expression rewritten with both forms (its text, once).
+const LONGEST: usize = 160;
+
+/// One expression of a module.
+struct Expression {
+    range: TextRange,
+    /// It sits in an f-string.
+    in_fstring: bool,
+    /// It is a statement's own expression (not part of a larger one).
+    root: bool,
+    /// It is the callee of a call (`torch.cuda.device_count` of `torch.cuda.device_count()`).
+    callee: bool,
+    /// The statement it is all of, or the value of (an expression statement such as
+    /// `torch.cuda.synchronize()`, an assignment such as `n = torch.cuda.device_count()`).
+    statement: Option<TextRange>,
+}
+
+/// A module's expressions and its old-torch branches.
+pub(super) struct Exprs {
+    all: Vec<Expression>,
+    /// The branches that run where torch has no `torch.accelerator`.
+    old_branches: Vec<TextRange>,
+}
+
+/// The code a fix keeping the old torch rewrites.
+#[derive(Clone, PartialEq, Eq)]
+pub(super) struct Whole {
+    pub range: TextRange,
+    /// An expression statement on its own line, with its indentation: written as an `if`.
+    statement: Option<String>,
+}
+
+/// `hasattr(torch, "accelerator")`, alone or first of an `and`.
+fn is_probe(e: &Expr) -> bool {
+    if let Expr::BoolOp(b) = e
+        && b.op == ast::BoolOp::And
+    {
+        return b.values.first().is_some_and(is_probe);
+    }
+    let Expr::Call(c) = e else { return false };
+    matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "hasattr")
+        && c.arguments.keywords.is_empty()
+        && matches!(
+            c.arguments.args.as_ref(),
+            [Expr::Name(m), Expr::StringLiteral(s)]
+                if m.id.as_str() == "torch" && s.value.to_str() == "accelerator"
+        )
+}
+
+struct Collect {
+    out: Exprs,
+    in_fstring: usize,
+    depth: usize,
+    callees: Vec<TextRange>,
+    /// The statements whose expressions are met next: (the expression, the statement).
+    statements: Vec<(TextRange, TextRange)>,
+}
+
+impl<'a> SourceOrderVisitor<'a> for Collect {
+    fn enter_node(&mut self, node: AnyNodeRef<'a>) -> TraversalSignal {
+        match node {
+            AnyNodeRef::StmtExpr(s) => self.statements.push((s.value.range(), s.range())),
+            AnyNodeRef::StmtAssign(s) => self.statements.push((s.value.range(), s.range())),
+            AnyNodeRef::StmtAnnAssign(s) => {
+                if let Some(v) = &s.value {
+                    self.statements.push((v.range(), s.range()));
+                }
+            }
+            _ => {}
+        }
+        if let AnyNodeRef::StmtIf(s) = node
+            && is_probe(&s.test)
+            && let Some(first) = s.elif_else_clauses.first()
+        {
+            self.out
+                .old_branches
+                .push(TextRange::new(first.start(), s.end()));
+        }
+        TraversalSignal::Traverse
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        self.out.all.push(Expression {
+            range: expr.range(),
+            in_fstring: self.in_fstring > 0,
+            root: self.depth == 0,
+            callee: self.callees.last() == Some(&expr.range()),
+            statement: self
+                .statements
+                .last()
+                .filter(|(e, _)| self.depth == 0 && *e == expr.range())
+                .map(|(_, s)| *s),
+        });
+        if let Expr::If(i) = expr
+            && is_probe(&i.test)
+        {
+            self.out.old_branches.push(i.orelse.range());
+        }
+        if let Expr::Call(c) = expr {
+            self.callees.push(c.func.range());
+        }
+        let fstring = matches!(expr, Expr::FString(_));
+        self.in_fstring += usize::from(fstring);
+        self.depth += 1;
+        walk_expr(self, expr);
+        self.depth -= 1;
+        self.in_fstring -= usize::from(fstring);
+    }
+}
+
+impl Exprs {
+    pub(super) fn of(body: &[Stmt]) -> Exprs {
+        let mut c = Collect {
+            out: Exprs {
+                all: vec![],
+                old_branches: vec![],
+            },
+            in_fstring: 0,
+            depth: 0,
+            callees: vec![],
+            statements: vec![],
+        };
+        c.visit_body(body);
+        c.out
+    }
+
+    /// The expression to write both forms of, for edits spanning `r`: the statement's whole
+    /// expression where it is short and on one line (both forms read in full), else the
+    /// smallest expression holding `r` (a call rather than its callee); none inside an
+    /// f-string.
+    pub(super) fn whole_for(&self, r: TextRange, src: &str) -> Option<Whole> {
+        let holding: Vec<&Expression> = self
+            .all
+            .iter()
+            .filter(|e| e.range.contains_range(r))
+            .collect();
+        if holding.iter().any(|e| e.in_fstring) {
+            return None;
+        }
+        let fits = |e: &&&Expression| {
+            let text = &src[e.range];
+            text.len() <= LONGEST && !text.contains('\n')
+        };
+        if let Some(root) = holding.iter().find(|e| e.root) {
+            // A statement on a line of its own is written as an `if` statement.
+            if let Some(stmt) = root.statement {
+                let line = &src[..usize::from(stmt.start())];
+                let indent = &line[line.rfind('\n').map_or(0, |i| i + 1)..];
+                let text = &src[stmt];
+                // A statement over several lines moves 4 columns right inside the `if`: not one
+                // holding a multi-line string, whose text would change.
+                let rest = &src[usize::from(stmt.end())..];
+                let rest = rest[..rest.find('\n').unwrap_or(rest.len())].trim_start();
+                if indent.chars().all(|c| c == ' ' || c == '\t')
+                    && (rest.is_empty() || rest.starts_with('#'))
+                    && !text.contains("\"\"\"")
+                    && !text.contains("\'\'\'")
+                    && !text.contains('\\')
+                    && text.len() <= 4 * LONGEST
+                {
+                    return Some(Whole {
+                        range: stmt,
+                        statement: Some(indent.to_string()),
+                    });
+                }
+            }
+            if fits(&root) {
+                return Some(Whole {
+                    range: root.range,
+                    statement: None,
+                });
+            }
+        }
+        holding
+            .iter()
+            .filter(|e| !e.callee)
+            .min_by_key(|e| e.range.len())
+            .filter(fits)
+            .map(|e| Whole {
+                range: e.range,
+                statement: None,
+            })
+    }
+
+    fn in_old_branch(&self, r: TextRange) -> bool {
+        self.old_branches.iter().any(|b| b.contains_range(r))
+    }
+}
+
+/// Drop the findings in old-torch branches (see the module doc).
+pub(super) fn drop_old_branch_findings(src: &str, body: &[Stmt], diags: &mut Vec<Diagnostic>) {
+    if !src.contains(PROBE) {
+        return;
+    }
+    let exprs = Exprs::of(body);
+    diags.retain(|d| !exprs.in_old_branch(d.range));
+}
+
+/// `text` as an operand of a conditional expression: parenthesized where it binds looser.
+fn operand(text: &str) -> Option<String> {
+    let parsed = ruff_python_parser::parse_expression(text).ok()?;
+    let loose = match parsed.expr() {
+        Expr::If(_) | Expr::Lambda(_) | Expr::Named(_) | Expr::Yield(_) | Expr::YieldFrom(_) => {
+            true
+        }
+        Expr::Starred(_) => return None,
+        Expr::Tuple(t) => !t.parenthesized,
+        _ => false,
+    };
+    Some(if loose {
+        format!("({text})")
+    } else {
+        text.to_string()
+    })
+}
+
+/// The fix for every edit of `fixes` (which lie in `whole`), written to keep torch before 2.6
+/// (see the module doc), or None where it cannot be (edits overlap, or a form will not parse).
+pub(super) fn keeping_old_torch(
+    fixes: &[&Fix],
+    whole: &Whole,
+    src: &str,
+    probe_for: &dyn Fn(&str) -> Option<String>,
+) -> Option<Fix> {
+    let old = &src[whole.range];
+    let mut edits: Vec<&Edit> = fixes.iter().flat_map(|f| f.edits.iter()).collect();
+    edits.sort_by_key(|e| std::cmp::Reverse(e.range.start()));
+    if edits
+        .windows(2)
+        .any(|w| w[1].range.end() > w[0].range.start())
+    {
+        return None;
+    }
+    // The new text of that expression: its edits applied, last first.
+    let mut new = old.to_string();
+    for e in edits {
+        let at = |o: TextSize| usize::from(o - whole.range.start());
+        new.replace_range(at(e.range.start())..at(e.range.end()), &e.content);
+    }
+    if new.contains('\n') && whole.statement.is_none() {
+        return None;
+    }
+    let probe = probe_for(&new)?;
+    // A statement's continuation lines move with it.
+    let deeper = |text: &str| text.replace('\n', "\n    ");
+    let (new_in, old_in) = (deeper(&new), deeper(old));
+    let statement = |indent: &str| {
+        format!("if {probe}:\n{indent}    {new_in}\n{indent}else:\n{indent}    {old_in}")
+    };
+    let content = match &whole.statement {
+        // Both statements must parse (checked at the top level).
+        Some(indent) if crate::port::parse::is_valid(&statement("")) => statement(indent),
+        Some(_) => return None,
+        None => format!("({} if {probe} else {})", operand(&new)?, operand(old)?),
+    };
+    let mut imports: Vec<String> = fixes.iter().flat_map(|f| f.imports.clone()).collect();
+    imports.sort();
+    imports.dedup();
+    Some(Fix {
+        edits: vec![Edit::replace(whole.range, content)],
+        applicability: fixes.first()?.applicability,
+        imports,
+        exclusive: None,
+        why_unsafe: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::port::test_support::{migrate_all_at, write};
+
+    const SRC: &str = "import torch\n\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\nn = torch.cuda.device_count()\nx = torch.zeros(3).cuda()\ny = torch.ones(1).cuda(); z = 2\nname = f\"{torch.cuda.device_count()} GPUs\"\ntorch.cuda.set_device(0)\nfor _ in range(torch.cuda.device_count()):\n    pass\n";
+
+    /// A project supporting torch 1.13 keeps its CUDA forms on that torch and gets the portable
+    /// ones where torch has `torch.accelerator`; an f-string stays CUDA's.
+    #[test]
+    fn a_project_on_an_older_torch_keeps_both_forms() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "train.py", SRC);
+        write(dir.path(), "requirements.txt", "torch==1.13.1\n");
+        let out = migrate_all_at(SRC, &path);
+        assert!(
+            out.contains("if hasattr(torch, \"accelerator\"):\n    n = torch.accelerator.device_count()\nelse:\n    n = torch.cuda.device_count()\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("else:\n    x = torch.zeros(3).cuda()\n"),
+            "{out}"
+        );
+        // A statement sharing its line: the expression.
+        assert!(
+            out.contains("y = (torch.ones(1).to(torch.accelerator.current_accelerator()) if hasattr(torch, \"accelerator\") else torch.ones(1).cuda()); z = 2"),
+            "{out}"
+        );
+        // Inside a larger statement, the expression.
+        assert!(
+            out.contains("for _ in (range(torch.accelerator.device_count()) if hasattr(torch, \"accelerator\") else range(torch.cuda.device_count())):"),
+            "{out}"
+        );
+        assert!(
+            out.contains("f\"{torch.cuda.device_count()} GPUs\""),
+            "{out}"
+        );
+        // A form newer than 2.6 tests for its own addition too.
+        assert!(
+            out.contains("if hasattr(torch, \"accelerator\") and hasattr(torch.accelerator, \"set_device_index\"):\n    torch.accelerator.set_device_index(0)\nelse:\n    torch.cuda.set_device(0)\n"),
+            "{out}"
+        );
+        assert!(crate::port::parse::is_valid(&out), "{out}");
+        // A second run changes nothing.
+        let again = dir.path().join("again.py");
+        std::fs::write(&again, &out).unwrap();
+        assert_eq!(migrate_all_at(&out, &again), out);
+    }
+
+    /// Each form runs where it should: the old one on a torch without `torch.accelerator`.
+    #[test]
+    fn the_old_branch_is_left_alone() {
+        let src = "import torch\n\nif hasattr(torch, \"accelerator\"):\n    n = torch.accelerator.device_count()\nelse:\n    n = torch.cuda.device_count()\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "train.py", src);
+        assert_eq!(migrate_all_at(src, &path), src);
+    }
+}
