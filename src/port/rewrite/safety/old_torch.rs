@@ -309,6 +309,57 @@ pub(super) fn keeping_old_torch(
     })
 }
 
+/// A fix that only inserts whole statements (DEV018's parameter-swap switch after the
+/// imports), written to run where torch has what it calls: `if hasattr(torch,
+/// "accelerator"):` above it, the statements 4 columns deeper. Where torch has none, nothing
+/// runs, as before the port.
+pub(super) fn inserting_for_new_torch(
+    fix: &Fix,
+    src: &str,
+    probe_for: &dyn Fn(&str) -> Option<String>,
+) -> Option<Fix> {
+    let [edit] = fix.edits.as_slice() else {
+        return None;
+    };
+    let at = usize::from(edit.range.start());
+    let line_start = at == 0 || src[..at].ends_with('\n') || edit.content.starts_with('\n');
+    if !edit.range.is_empty() || !line_start || !crate::port::parse::is_valid(&edit.content) {
+        return None;
+    }
+    let text = edit.content.as_str();
+    let body = text.trim_matches('\n');
+    let base: String = body
+        .chars()
+        .take_while(|c| *c == ' ' || *c == '\t')
+        .collect();
+    if body.contains("\"\"\"") || body.contains("\'\'\'") || body.contains('\\') {
+        return None;
+    }
+    let mut lines = vec![format!("{base}if {}:", probe_for(body)?)];
+    for line in body.lines() {
+        if line.trim().is_empty() {
+            lines.push(String::new());
+            continue;
+        }
+        let rest = line.strip_prefix(base.as_str())?;
+        lines.push(format!("{base}    {rest}"));
+    }
+    // The newlines around the statements stay as the fix wrote them.
+    let out = format!(
+        "{}{}{}",
+        &text[..text.len() - text.trim_start_matches('\n').len()],
+        lines.join("\n"),
+        &text[text.trim_end_matches('\n').len()..]
+    );
+    Some(Fix {
+        edits: vec![Edit::insert(edit.range.start(), out)],
+        applicability: fix.applicability,
+        imports: fix.imports.clone(),
+        exclusive: fix.exclusive,
+        why_unsafe: None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use crate::port::test_support::{migrate_all_at, write};
@@ -355,6 +406,30 @@ mod tests {
         let again = dir.path().join("again.py");
         std::fs::write(&again, &out).unwrap();
         assert_eq!(migrate_all_at(&out, &again), out);
+    }
+
+    /// An inserted switch runs only where torch has what it calls; the newlines around it stay.
+    #[test]
+    fn an_inserted_switch_is_kept_to_new_torch() {
+        use crate::port::edit::{Edit, Fix};
+        use ruff_text_size::TextSize;
+        let src = "import torch\nfrom model import GPT\n\nx = 1\n";
+        let switch = "\n\n# why\nif getattr(torch.accelerator.current_accelerator(), \"type\", None) == \"tpu\":\n    torch.__future__.set_swap_module_params_on_conversion(True)";
+        let fix = Fix {
+            edits: vec![Edit::insert(TextSize::from(34), switch)],
+            applicability: crate::port::rules::FixClass::Safe,
+            imports: vec![],
+            exclusive: None,
+            why_unsafe: None,
+        };
+        let probe = |_: &str| Some(super::PROBE.to_string());
+        let kept = super::inserting_for_new_torch(&fix, src, &probe).unwrap();
+        let mut out = src.to_string();
+        out.insert_str(34, &kept.edits[0].content);
+        assert_eq!(
+            out,
+            "import torch\nfrom model import GPT\n\nif hasattr(torch, \"accelerator\"):\n    # why\n    if getattr(torch.accelerator.current_accelerator(), \"type\", None) == \"tpu\":\n        torch.__future__.set_swap_module_params_on_conversion(True)\n\nx = 1\n"
+        );
     }
 
     /// Each form runs where it should: the old one on a torch without `torch.accelerator`.

@@ -350,6 +350,10 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
         if (major, minor) >= floor || fix.applicability != FixClass::Safe {
             continue;
         }
+        if let Some(inserted) = super::old_torch::inserting_for_new_torch(fix, src, &probe_for) {
+            kept.insert(i, inserted);
+            continue;
+        }
         let Some(whole) = exprs.whole_for(fix.range(), src) else {
             continue;
         };
