@@ -7,6 +7,25 @@ use std::fs;
 use assert_cmd::Command;
 use serde_json::Value;
 
+/// The findings of `migrate --isolated --output-format json` over a tree of `files` (relative
+/// path, text) written into a fresh folder.
+fn findings_of_tree(files: &[(&str, &str)]) -> Vec<Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for (rel, text) in files {
+        let p = root.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+    let out = Command::cargo_bin("tpuport")
+        .unwrap()
+        .args(["migrate", "--isolated", "--output-format", "json"])
+        .arg(root)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// A two-file program whose model module keeps a CUDA stream (left for manual work), and a
 /// program that ports whole: the first is reported as blocked, with the module's line.
 #[test]
@@ -79,9 +98,7 @@ fn a_blocked_program_is_named_once_on_its_entry_script() {
 /// import is a finding (KRN005), and the script, a program, is reported blocked by it.
 #[test]
 fn a_program_reaching_a_cuda_extension_of_the_project_is_blocked_by_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    for (rel, text) in [
+    let findings = findings_of_tree(&[
         (
             "models/ops/ext/setup.py",
             "from setuptools import setup\nfrom torch.utils.cpp_extension import CUDAExtension\nsetup(ext_modules=[CUDAExtension('fused_mult', ['mult.cpp', 'mult_cuda.cu'])])\n",
@@ -95,18 +112,7 @@ fn a_program_reaching_a_cuda_extension_of_the_project_is_blocked_by_it() {
             "models/ops/benchmark.py",
             "import os, sys\nsys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))\n\nimport torch\nfrom ops.mult import mult\n\nx = torch.randn(4, 4).to('cuda')\nfor _ in range(10):\n    mult(x)\n",
         ),
-    ] {
-        let p = root.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, text).unwrap();
-    }
-    let out = Command::cargo_bin("tpuport")
-        .unwrap()
-        .args(["migrate", "--isolated", "--output-format", "json"])
-        .arg(root)
-        .output()
-        .unwrap();
-    let findings: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    ]);
     let ext: Vec<&Value> = findings.iter().filter(|f| f["rule"] == "KRN005").collect();
     assert_eq!(ext.len(), 1, "{findings:#?}");
     assert!(ext[0]["path"].as_str().unwrap().ends_with("ops/mult.py"));
@@ -141,9 +147,7 @@ fn a_program_reaching_a_cuda_extension_of_the_project_is_blocked_by_it() {
 /// else to port: it is left for manual work, not partly ported).
 #[test]
 fn a_trainer_a_hydra_config_builds_is_reported_with_its_config() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    for (rel, text) in [
+    let findings = findings_of_tree(&[
         (
             "conf/train.yaml",
             "model:\n  _target_: models.Net\ntrainer:\n  _target_: lightning.pytorch.Trainer\n  max_epochs: 3\n  accelerator: 'gpu'\n  devices: 1\n",
@@ -156,18 +160,7 @@ fn a_trainer_a_hydra_config_builds_is_reported_with_its_config() {
             "other.py",
             "from hydra.utils import instantiate\n\n\ndef build(cfg):\n    return instantiate(cfg.model)\n",
         ),
-    ] {
-        let p = root.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, text).unwrap();
-    }
-    let out = Command::cargo_bin("tpuport")
-        .unwrap()
-        .args(["migrate", "--isolated", "--output-format", "json"])
-        .arg(root)
-        .output()
-        .unwrap();
-    let findings: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    ]);
     let found: Vec<&Value> = findings.iter().filter(|f| f["rule"] == "LIB025").collect();
     assert_eq!(found.len(), 1, "{findings:#?}");
     assert!(found[0]["path"].as_str().unwrap().ends_with("main.py"));
