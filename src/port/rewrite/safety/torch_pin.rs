@@ -55,10 +55,11 @@ static LOCKED: LazyLock<Regex> = LazyLock::new(|| {
 
 /// A torch version said in prose or a conda or Docker spelling: "PyTorch 1.12+", "torch >=
 /// 1.6", "Pytorch 1.2.0", "PyTorch>=1.8", "PyTorch-1.4.0" and "PyTorch版本：1.4" (set O: a
-/// Chinese README), `- pytorch=1.13.1`, `pytorch/pytorch:1.13.1-cuda11.6`
+/// Chinese README), "install pytorch (I worked with 1.9)" (set P: a few words between, on the
+/// same line), `- pytorch=1.13.1`, `pytorch/pytorch:1.13.1-cuda11.6`
 /// (not "torchvision 0.8", not "torch.compile", not "segmentation-models-pytorch>=0.3.4").
 static PROSE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:^|[^\w.-])(?:py)?torch[ \t]*(?:version[ \t]*|版本[ \t]*)?(>=|==|~=|<=|<|>|=|:|：|-)?[ \t]*v?(\d+)\.(\d+)")
+    Regex::new(r"(?i)(?:^|[^\w.-])(?:py)?torch(?:[ \t]*(?:version[ \t]*|版本[ \t]*)?(>=|==|~=|<=|<|>|=|:|：|-)?[ \t]*|\b[^\n\d.]{1,30}?)v?(\d+)\.(\d+)")
         .unwrap()
 });
 
@@ -100,7 +101,7 @@ fn is_readme(name: &str) -> bool {
 
 /// Files that pin the environment, by name (CI configurations with them).
 fn is_pin_file(name: &str) -> bool {
-    (name.starts_with("requirements") && name.ends_with(".txt"))
+    (name.contains("requirement") && name.ends_with(".txt"))
         || is_readme(name)
         || matches!(name, ".travis.yml" | "tox.ini" | "noxfile.py")
         || matches!(
@@ -458,7 +459,9 @@ mod tests {
         assert_eq!(said_in("- [PyTorch 4.1+](http://pytorch.org/)"), None);
         assert_eq!(said_in("* Python-3.7.11、PyTorch-1.4.0"), Some((1, 4)));
         assert_eq!(said_in("PyTorch版本：1.8"), Some((1, 8)));
-        assert_eq!(said_in("PyTorch-Lightning 1.5 and pytorch-cuda=11.8"), None);
+        assert_eq!(said_in("install pytorch (I worked with 1.9)"), Some((1, 9)));
+        assert_eq!(said_in("uses `torch.accelerator` from 2.6"), None);
+        assert_eq!(said_in("PyTorch-Lightning and pytorch-cuda=11.8"), None);
         assert_eq!(said_in("uses torch.compile and torchvision 0.8"), None);
         assert_eq!(said_in("\"segmentation-models-pytorch>=0.3.4\","), None);
         assert_eq!(
