@@ -6,7 +6,7 @@
 //! a project pinning torch 2.7.1, at every checkpoint save). Such fixes become unsafe, with a
 //! note naming the pin.
 //!
-//! The pins read: `requirements*.txt`, `pyproject.toml`, `setup.py`, `setup.cfg`,
+//! The pins read: `*requirement*.txt`, `pyproject.toml`, `setup.py`, `setup.cfg`,
 //! `environment*.yml`, `Dockerfile`, `Pipfile` and the lock files (`Pipfile.lock`,
 //! `poetry.lock`, `uv.lock`, `pdm.lock`), the `pip install` lines of notebooks, the torch
 //! versions a README says in prose ("Requirements: PyTorch 1.12+ or 2.x", "torch >= 1.6": set
