@@ -54,6 +54,9 @@ struct Expression {
     root: bool,
     /// It is the callee of a call (`torch.cuda.device_count` of `torch.cuda.device_count()`).
     callee: bool,
+    /// It is stored to or deleted (an assignment's target), or a decorator: no conditional
+    /// expression may stand there (a decorator's only from Python 3.9).
+    fixed_place: bool,
     /// The statement it is all of, or the value of (an expression statement such as
     /// `torch.cuda.synchronize()`, an assignment such as `n = torch.cuda.device_count()`).
     statement: Option<TextRange>,
@@ -76,10 +79,12 @@ pub(super) struct Whole {
 
 /// `hasattr(torch, "accelerator")`, alone or first of an `and`.
 fn is_probe(e: &Expr) -> bool {
+    // `and` of such tests only (`... and hasattr(torch.accelerator, "set_device_index")`): any
+    // other operand makes the `else` run on a new torch too.
     if let Expr::BoolOp(b) = e
         && b.op == ast::BoolOp::And
     {
-        return b.values.first().is_some_and(is_probe);
+        return b.values.first().is_some_and(is_probe) && b.values[1..].iter().all(is_addition);
     }
     let Expr::Call(c) = e else { return false };
     matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "hasattr")
@@ -91,11 +96,25 @@ fn is_probe(e: &Expr) -> bool {
         )
 }
 
+/// `hasattr(torch.accelerator, "<name>")`.
+fn is_addition(e: &Expr) -> bool {
+    let Expr::Call(c) = e else { return false };
+    matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "hasattr")
+        && c.arguments.keywords.is_empty()
+        && matches!(
+            c.arguments.args.as_ref(),
+            [Expr::Attribute(a), Expr::StringLiteral(_)]
+                if a.attr.as_str() == "accelerator"
+                    && matches!(a.value.as_ref(), Expr::Name(m) if m.id.as_str() == "torch")
+        )
+}
+
 struct Collect {
     out: Exprs,
     in_fstring: usize,
     depth: usize,
     callees: Vec<TextRange>,
+    decorators: Vec<TextRange>,
     /// The statements whose expressions are met next: (the expression, the statement).
     statements: Vec<(TextRange, TextRange)>,
 }
@@ -103,6 +122,14 @@ struct Collect {
 impl<'a> SourceOrderVisitor<'a> for Collect {
     fn enter_node(&mut self, node: AnyNodeRef<'a>) -> TraversalSignal {
         match node {
+            AnyNodeRef::StmtFunctionDef(f) => {
+                self.decorators
+                    .extend(f.decorator_list.iter().map(|d| d.expression.range()));
+            }
+            AnyNodeRef::StmtClassDef(c) => {
+                self.decorators
+                    .extend(c.decorator_list.iter().map(|d| d.expression.range()));
+            }
             AnyNodeRef::StmtExpr(s) => self.statements.push((s.value.range(), s.range())),
             AnyNodeRef::StmtAssign(s) => self.statements.push((s.value.range(), s.range())),
             AnyNodeRef::StmtAnnAssign(s) => {
@@ -129,6 +156,16 @@ impl<'a> SourceOrderVisitor<'a> for Collect {
             in_fstring: self.in_fstring > 0,
             root: self.depth == 0,
             callee: self.callees.last() == Some(&expr.range()),
+            fixed_place: matches!(
+                expr,
+                Expr::Name(ast::ExprName { ctx, .. })
+                    | Expr::Attribute(ast::ExprAttribute { ctx, .. })
+                    | Expr::Subscript(ast::ExprSubscript { ctx, .. })
+                    | Expr::Tuple(ast::ExprTuple { ctx, .. })
+                    | Expr::List(ast::ExprList { ctx, .. })
+                    | Expr::Starred(ast::ExprStarred { ctx, .. })
+                    if *ctx != ast::ExprContext::Load
+            ) || self.decorators.contains(&expr.range()),
             statement: self
                 .statements
                 .last()
@@ -162,6 +199,7 @@ impl Exprs {
             in_fstring: 0,
             depth: 0,
             callees: vec![],
+            decorators: vec![],
             statements: vec![],
         };
         c.visit_body(body);
@@ -185,7 +223,7 @@ impl Exprs {
             let text = &src[e.range];
             text.len() <= LONGEST && !text.contains('\n')
         };
-        if let Some(root) = holding.iter().find(|e| e.root) {
+        if let Some(root) = holding.iter().find(|e| e.root && !e.fixed_place) {
             // A statement on a line of its own is written as an `if` statement.
             if let Some(stmt) = root.statement {
                 let line = &src[..usize::from(stmt.start())];
@@ -195,7 +233,11 @@ impl Exprs {
                 // holding a multi-line string, whose text would change.
                 let rest = &src[usize::from(stmt.end())..];
                 let rest = rest[..rest.find('\n').unwrap_or(rest.len())].trim_start();
+                let continued = line[..line.len() - indent.len()]
+                    .trim_end_matches(['\n', '\r'])
+                    .ends_with('\\');
                 if indent.chars().all(|c| c == ' ' || c == '\t')
+                    && !continued
                     && (rest.is_empty() || rest.starts_with('#'))
                     && !text.contains("\"\"\"")
                     && !text.contains("\'\'\'")
@@ -217,7 +259,7 @@ impl Exprs {
         }
         holding
             .iter()
-            .filter(|e| !e.callee)
+            .filter(|e| !e.callee && !e.fixed_place)
             .min_by_key(|e| e.range.len())
             .filter(fits)
             .map(|e| Whole {
@@ -233,7 +275,7 @@ impl Exprs {
 
 /// Drop the findings in old-torch branches (see the module doc).
 pub(super) fn drop_old_branch_findings(src: &str, body: &[Stmt], diags: &mut Vec<Diagnostic>) {
-    if !src.contains(PROBE) {
+    if !src.contains("hasattr(") {
         return;
     }
     let exprs = Exprs::of(body);
@@ -285,15 +327,18 @@ pub(super) fn keeping_old_torch(
         return None;
     }
     let probe = probe_for(&new)?;
-    // A statement's continuation lines move with it.
+    // A statement's continuation lines move with it; new lines end as the file's do.
+    let nl = if src.contains("\r\n") { "\r\n" } else { "\n" };
     let deeper = |text: &str| text.replace('\n', "\n    ");
     let (new_in, old_in) = (deeper(&new), deeper(old));
     let statement = |indent: &str| {
-        format!("if {probe}:\n{indent}    {new_in}\n{indent}else:\n{indent}    {old_in}")
+        format!("if {probe}:{nl}{indent}    {new_in}{nl}{indent}else:{nl}{indent}    {old_in}")
     };
     let content = match &whole.statement {
         // Both statements must parse (checked at the top level).
-        Some(indent) if crate::port::parse::is_valid(&statement("")) => statement(indent),
+        Some(indent) if crate::port::parse::is_valid(&statement("").replace('\r', "")) => {
+            statement(indent)
+        }
         Some(_) => return None,
         None => format!("({} if {probe} else {})", operand(&new)?, operand(old)?),
     };
@@ -430,6 +475,30 @@ mod tests {
             out,
             "import torch\nfrom model import GPT\n\nif hasattr(torch, \"accelerator\"):\n    # why\n    if getattr(torch.accelerator.current_accelerator(), \"type\", None) == \"tpu\":\n        torch.__future__.set_swap_module_params_on_conversion(True)\n\nx = 1\n"
         );
+    }
+
+    /// Where no conditional may stand (a target, a decorator before Python 3.9), the fix keeps
+    /// both forms inside it; a statement continued from the line before is not split.
+    #[test]
+    fn targets_decorators_and_continued_lines_stay_valid() {
+        let src = "import functools\nimport torch\n\nresults = {}\nresults[torch.cuda.current_device()] = 1\ndel results[torch.cuda.current_device()]\n\n\n@functools.lru_cache(maxsize=torch.cuda.device_count())\ndef f():\n    pass\n\n\nx = 1; \\\nn = torch.cuda.device_count()\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "train.py", src);
+        write(dir.path(), "requirements.txt", "torch==1.13.1\n");
+        let out = migrate_all_at(src, &path);
+        assert!(crate::port::parse::is_valid(&out), "{out}");
+        assert!(!out.contains("@("), "{out}");
+        assert!(out.contains("hasattr(torch, \"accelerator\")"), "{out}");
+    }
+
+    /// Only `hasattr` tests mark an old-torch branch: another operand makes the `else` run on
+    /// a new torch too, so its code is ported.
+    #[test]
+    fn a_test_with_another_operand_is_not_an_old_torch_branch() {
+        let src = "import torch\n\nif hasattr(torch, \"accelerator\") and use_acc:\n    n = 0\nelse:\n    n = torch.cuda.device_count()\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "train.py", src);
+        assert!(migrate_all_at(src, &path).contains("n = torch.accelerator.device_count()"));
     }
 
     /// Each form runs where it should: the old one on a torch without `torch.accelerator`.
