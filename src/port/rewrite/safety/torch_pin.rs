@@ -59,7 +59,7 @@ static LOCKED: LazyLock<Regex> = LazyLock::new(|| {
 /// same line), `- pytorch=1.13.1`, `pytorch/pytorch:1.13.1-cuda11.6`
 /// (not "torchvision 0.8", not "torch.compile", not "segmentation-models-pytorch>=0.3.4").
 static PROSE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:^|[^\w.-])(?:py)?torch(?:[ \t]*(?:version[ \t]*|版本[ \t]*)?(>=|==|~=|<=|<|>|=|:|：|-)?[ \t]*|\b[^\n\d.]{1,30}?)v?(\d+)\.(\d+)")
+    Regex::new(r"(?i)(?:^|[^\w.-])(?:py)?torch(?:[ \t]*(?:version[ \t]*|版本[ \t]*)?(>=|==|~=|<=|<|>|=|:|：|-)?[ \t]*|[ \t(:,][^\n\d.]{0,29}?)v?(\d+)\.(\d+)")
         .unwrap()
 });
 
@@ -462,6 +462,7 @@ mod tests {
         assert_eq!(said_in("install pytorch (I worked with 1.9)"), Some((1, 9)));
         assert_eq!(said_in("uses `torch.accelerator` from 2.6"), None);
         assert_eq!(said_in("PyTorch-Lightning and pytorch-cuda=11.8"), None);
+        assert_eq!(said_in("(`pip install \"pytorch-lightning<2.0\"`)"), None);
         assert_eq!(said_in("uses torch.compile and torchvision 0.8"), None);
         assert_eq!(said_in("\"segmentation-models-pytorch>=0.3.4\","), None);
         assert_eq!(
