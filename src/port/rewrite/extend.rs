@@ -421,4 +421,32 @@ mod tests {
         let text = crate::port::test_support::ported(&bf16);
         assert_eq!(text.matches("in (\"cuda\", \"tpu\")").count(), 2, "{text}");
     }
+
+    /// A device default of a class whose methods run CUDA-only code is that code's device.
+    #[test]
+    fn device_defaults_of_classes_with_cuda_only_methods_stay() {
+        let src = "import torch\n\n\nclass Q:\n    def __init__(self, device=torch.device(\"cuda\")):\n        self.device = device\n\n    def pack(self, w):\n        return torch.ops.aten._convert_weight_to_int4pack(w, 8)\n";
+        assert_eq!(crate::port::rewrite::migrated(src, true), src);
+        let portable = src.replace("torch.ops.aten._convert_weight_to_int4pack(w, 8)", "w.t()");
+        assert!(crate::port::rewrite::migrated(&portable, false).contains("torch.device(\"tpu\")"));
+    }
+
+    /// A device-count guard that sets a flag, which later turns on `nn.DataParallel`, stays
+    /// CUDA's (set P's translation Transformer); a flag that selects nothing of the kind is
+    /// ported.
+    #[test]
+    fn a_count_guard_setting_a_data_parallel_flag_stays() {
+        let src = "import torch\nfrom torch import nn\n\nmodel = nn.Linear(2, 2)\nif DEVICE == 'cuda' and torch.cuda.device_count() > 1:\n    data_parallel = True\nelse:\n    data_parallel = False\nif data_parallel:\n    model = nn.DataParallel(model)\n";
+        let text = crate::port::test_support::ported(src);
+        assert!(
+            text.contains("if DEVICE == 'cuda' and torch.cuda.device_count() > 1:"),
+            "{text}"
+        );
+        let plain = src.replace("model = nn.DataParallel(model)", "print('many')");
+        let text = crate::port::test_support::ported(&plain);
+        assert!(
+            text.contains("torch.accelerator.device_count() > 1:"),
+            "{text}"
+        );
+    }
 }

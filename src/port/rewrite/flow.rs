@@ -112,6 +112,47 @@ impl<'a> Checker<'a> {
             .filter(|(_, to)| *to == Some(b))
             .map(|(r, _)| *r)
             .collect();
+        self.uses_at(targets)
+    }
+
+    /// The reads of the flags that the blocks of a guard set to `True` or `False` (`if
+    /// torch.cuda.device_count() > 1: data_parallel = True` / `else: data_parallel = False`),
+    /// with their ancestors: what a flag selects later, the guard selects (set P's translation
+    /// Transformer, whose flag turned on `nn.DataParallel`).
+    pub(in crate::port::rewrite) fn flag_reads(
+        &self,
+        blocks: &[&'a [Stmt]],
+    ) -> Vec<(Vec<AnyNodeRef<'a>>, TextRange)> {
+        let mut targets = vec![];
+        for stmt in blocks.iter().flat_map(|b| b.iter()) {
+            let Stmt::Assign(a) = stmt else { continue };
+            let ([Expr::Name(n)], Expr::BooleanLiteral(_)) = (a.targets.as_slice(), &*a.value)
+            else {
+                continue;
+            };
+            let Some(flag) = self.sem.bindings.iter().find(|b| b.range == n.range) else {
+                continue;
+            };
+            let same: Vec<usize> = (0..self.sem.bindings.len())
+                .filter(|i| {
+                    let b = &self.sem.bindings[*i];
+                    b.scope == flag.scope && b.name == flag.name
+                })
+                .collect();
+            targets.extend(
+                self.sem
+                    .loads
+                    .iter()
+                    .filter(|(r, to)| to.is_some_and(|t| same.contains(&t)) && !targets.contains(r))
+                    .map(|(r, _)| *r)
+                    .collect::<Vec<_>>(),
+            );
+        }
+        self.uses_at(targets)
+    }
+
+    /// The names read at `targets`, with their ancestors.
+    fn uses_at(&self, targets: Vec<TextRange>) -> Vec<(Vec<AnyNodeRef<'a>>, TextRange)> {
         if targets.is_empty() {
             return vec![];
         }

@@ -226,6 +226,12 @@ impl<'a> Checker<'a> {
                         let parent = pos.checked_sub(1).map(|p| stack[p]);
                         scan.scan_rest(self.after(parent, s.range));
                     }
+                    if scan.found.is_none() && follow {
+                        let mut blocks = vec![&s.body[..]];
+                        blocks.extend(s.elif_else_clauses.iter().map(|c| &c.body[..]));
+                        let mut reads = self.flag_reads(&blocks).into_iter();
+                        return reads.find_map(|(anc, at)| self.guard_in(&anc, at, false));
+                    }
                     return scan.found.map(guard_note);
                 }
                 AnyNodeRef::ElifElseClause(c)
@@ -583,18 +589,4 @@ fn skip_note(why: &str) -> String {
         "not rewritten: this skip condition keeps a CUDA-only test off other devices ({why}); \
          leave it as it is, or port the test by hand"
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::port::rewrite::migrated as migrate;
-
-    /// A device default of a class whose methods run CUDA-only code is that code's device.
-    #[test]
-    fn device_defaults_of_classes_with_cuda_only_methods_stay() {
-        let src = "import torch\n\n\nclass Q:\n    def __init__(self, device=torch.device(\"cuda\")):\n        self.device = device\n\n    def pack(self, w):\n        return torch.ops.aten._convert_weight_to_int4pack(w, 8)\n";
-        assert_eq!(migrate(src, true), src);
-        let portable = src.replace("torch.ops.aten._convert_weight_to_int4pack(w, 8)", "w.t()");
-        assert!(migrate(&portable, false).contains("torch.device(\"tpu\")"));
-    }
 }

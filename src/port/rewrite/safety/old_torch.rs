@@ -511,4 +511,23 @@ mod tests {
         let path = write(dir.path(), "train.py", src);
         assert_eq!(migrate_all_at(src, &path), src);
     }
+
+    /// torch 2.6 has `torch.accelerator`, but its `current_accelerator()` raises without an
+    /// accelerator (2.7 answers None): a project pinning 2.6 keeps its original beside a form
+    /// that counts on the None, tested by 2.7's rename; a form asking `is_available()` first
+    /// is ported as on a newer torch (set P's translation Transformer).
+    #[test]
+    fn torch_2_6_keeps_forms_that_count_on_none() {
+        let src = "import torch\n\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\nwith torch.cuda.amp.autocast(dtype=torch.bfloat16):\n    n = torch.cuda.device_count()\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "train.py", src);
+        write(dir.path(), "requirements.txt", "torch==2.6.0\n");
+        let out = migrate_all_at(src, &path);
+        assert!(out.contains("device = torch.device(torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else \"cpu\")\n"), "{out}");
+        assert!(out.contains("if hasattr(torch, \"accelerator\") and hasattr(torch.accelerator, \"current_device_index\") else torch.cuda.amp.autocast(dtype=torch.bfloat16)):"), "{out}");
+        assert!(
+            out.contains("    n = torch.accelerator.device_count()\n"),
+            "{out}"
+        );
+    }
 }

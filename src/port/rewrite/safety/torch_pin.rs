@@ -311,7 +311,24 @@ fn probe_for(text: &str) -> Option<String> {
             probe.push_str(&format!(" and hasattr(torch.accelerator, \"{name}\")"));
         }
     }
+    // The rename that came with 2.7's `current_accelerator()` answering None: false on 2.6.
+    if asks_current_unguarded(text) && named.is_empty() {
+        probe.push_str(" and hasattr(torch.accelerator, \"current_device_index\")");
+    }
     Some(probe)
+}
+
+const CURRENT: &str = "torch.accelerator.current_accelerator()";
+
+/// A form that counts on `current_accelerator()` answering None without an accelerator
+/// (`getattr(..., "type", "cuda")`, `... or "cuda"`), which came with torch 2.7: 2.6 raises
+/// "Cannot access accelerator device when none is available" where the original ran (set P: a
+/// project pinning torch 2.6, its autocast and weight-tie switch run without a GPU). A form
+/// used as a device (`.to(current_accelerator())` for `.cuda()`) fails there as the original
+/// did; one behind `is_available()` is not asked.
+fn asks_current_unguarded(text: &str) -> bool {
+    (text.contains(&format!("getattr({CURRENT}")) || text.contains(&format!("{CURRENT} or ")))
+        && !text.contains("torch.accelerator.is_available()")
 }
 
 /// Make unsafe the fixes whose forms need a newer torch than the project pins.
@@ -324,10 +341,22 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
     let Some(path) = path else { return };
     let needs = |d: &Diagnostic| -> Option<(&'static str, Version)> {
         let fix = d.fix.as_ref()?;
-        FLOORS
+        let found = FLOORS
             .iter()
             .find(|(name, _)| fix.edits.iter().any(|e| e.content.contains(name)))
-            .copied()
+            .copied()?;
+        // The lines of the fix: `"cuda" if torch.cuda.is_available() else "cpu"` asks there.
+        let start = src[..fix.range().start().to_usize()]
+            .rfind('\n')
+            .map_or(0, |i| i + 1);
+        let end = fix.range().end().to_usize();
+        let end = src[end..].find('\n').map_or(src.len(), |i| end + i);
+        let unguarded = fix.edits.iter().any(|e| asks_current_unguarded(&e.content))
+            && !src[start..end].contains("is_available()");
+        Some(match unguarded {
+            true if found.1 < (2, 7) => (CURRENT, (2, 7)),
+            _ => found,
+        })
     };
     if !diags.iter().any(|d| needs(d).is_some()) {
         return;
@@ -391,12 +420,19 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
     for (i, d) in diags.iter_mut().enumerate() {
         if let Some(fix) = kept.remove(&i) {
             d.fix = Some(fix);
-            d.note = Some(format!(
-                "this project supports torch {major}.{minor} ({shown}), which has no \
-                 torch.accelerator: the fix keeps the original where torch has none \
-                 (`{}`)",
-                super::old_torch::PROBE
-            ));
+            d.note = Some(match (major, minor) >= (2, 6) {
+                true => format!(
+                    "this project supports torch {major}.{minor} ({shown}), whose \
+                     `current_accelerator()` raises without an accelerator (2.7 answers None): \
+                     the fix keeps the original on that torch"
+                ),
+                false => format!(
+                    "this project supports torch {major}.{minor} ({shown}), which has no \
+                     torch.accelerator: the fix keeps the original where torch has none \
+                     (`{}`)",
+                    super::old_torch::PROBE
+                ),
+            });
             continue;
         }
         let Some((name, floor)) = needs(d) else {
