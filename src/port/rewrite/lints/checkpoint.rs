@@ -65,32 +65,15 @@ impl Checker<'_> {
             let Some(Expr::Call(load)) = first else {
                 return;
             };
-            let args = &load.arguments;
-            let plain = args.args.len() == 1
-                && !args.args.iter().any(|e| e.is_starred_expr())
-                && args.keywords.iter().all(|k| {
-                    k.arg
-                        .as_ref()
-                        .is_some_and(|n| !matches!(n.as_str(), "map_location" | "f"))
-                });
-            if !plain || self.callee(load).is_none_or(|q| q != "torch.load") {
+            let Some((at, comma)) = self.plain_torch_load(load) else {
                 return;
-            }
-            // Before the closing parenthesis, after a trailing comma if there is one.
-            let close = args.end() - TextSize::from(1);
-            let inner = self.text(ruff_text_size::TextRange::new(args.start(), close));
-            let insert = if inner.trim_end().ends_with(',') {
-                " map_location=\"cpu\""
-            } else {
-                ", map_location=\"cpu\""
             };
-            let at = args.start() + TextSize::of(inner.trim_end());
             let own = *own_loader.get_or_insert_with(|| self.defines_load_state_dict());
             out.push(Found {
                 range: load.range(),
                 detail: String::new(),
                 fix: Some(Fix {
-                    edits: vec![Edit::insert(at, insert)],
+                    edits: vec![Edit::insert(at, format!("{comma}map_location=\"cpu\""))],
                     applicability: if own {
                         FixClass::Unsafe
                     } else {
@@ -103,6 +86,96 @@ impl Checker<'_> {
                          tensors where they were loaded (on the CPU) instead of copying them"
                             .to_string()
                     }),
+                }),
+            });
+        });
+        out.extend(self.whole_loads_moved());
+        out
+    }
+
+    /// `torch.load(path)` with no map_location: where the keyword goes, and what goes before it
+    /// (", ", or a space after a trailing comma).
+    fn plain_torch_load(&self, load: &ruff_python_ast::ExprCall) -> Option<(TextSize, &str)> {
+        let args = &load.arguments;
+        let plain = args.args.len() == 1
+            && !args.args.iter().any(|e| e.is_starred_expr())
+            && args.keywords.iter().all(|k| {
+                k.arg
+                    .as_ref()
+                    .is_some_and(|n| !matches!(n.as_str(), "map_location" | "f"))
+            });
+        if !plain || self.callee(load).is_none_or(|q| q != "torch.load") {
+            return None;
+        }
+        let close = args.end() - TextSize::from(1);
+        let inner = self.text(ruff_text_size::TextRange::new(args.start(), close));
+        let comma = if inner.trim_end().ends_with(',') {
+            " "
+        } else {
+            ", "
+        };
+        Some((args.start() + TextSize::of(inner.trim_end()), comma))
+    }
+
+    /// `model = torch.load(path)` followed (within the next three statements of its block) by
+    /// `model.to(D)` or `model = model.to(D)`, where `D` is a name or attribute bound before the
+    /// load: the fix loads onto `D` (map_location=D). On a CUDA machine `D` is the GPU the
+    /// original moved everything to (its `"cuda"` restores to the current GPU, where a
+    /// checkpoint saved on one GPU was); on a TPU VM the load needs no CUDA (set P: a
+    /// translation script loading a whole pickled Transformer trained on a GPU).
+    fn whole_loads_moved(&self) -> Vec<Found> {
+        let mut out = vec![];
+        walk(&self.parsed.module.body, true, &mut |node, stack| {
+            let AnyNodeRef::StmtAssign(a) = node else {
+                return;
+            };
+            let ([Expr::Name(x)], Expr::Call(load)) = (a.targets.as_slice(), a.value.as_ref())
+            else {
+                return;
+            };
+            let Some((at, comma)) = self.plain_torch_load(load) else {
+                return;
+            };
+            let blocks = match stack.last() {
+                Some(parent) => crate::port::parse::child_bodies(*parent),
+                None => vec![self.parsed.module.body.as_slice()],
+            };
+            let Some((block, pos)) = blocks.into_iter().find_map(|b| {
+                let pos = b.iter().position(|s| s.range() == a.range)?;
+                Some((b, pos))
+            }) else {
+                return;
+            };
+            let Some(device) = block[pos + 1..]
+                .iter()
+                .take(3)
+                .find_map(|s| moved_to(s, x.id.as_str()))
+            else {
+                return;
+            };
+            let mut root = device;
+            while let Expr::Attribute(r) = root {
+                root = &r.value;
+            }
+            let Expr::Name(root) = root else { return };
+            let bound_before = self
+                .sem
+                .bindings
+                .iter()
+                .any(|b| b.name == root.id.as_str() && b.range.end() <= a.start());
+            if !bound_before {
+                return;
+            }
+            let d = self.text(device.range());
+            out.push(Found {
+                range: load.range(),
+                detail: String::new(),
+                fix: Some(Fix {
+                    edits: vec![Edit::insert(at, format!("{comma}map_location={d}"))],
+                    applicability: FixClass::Safe,
+                    imports: vec![],
+                    exclusive: None,
+                    why_unsafe: None,
                 }),
             });
         });
@@ -257,6 +330,39 @@ impl Checker<'_> {
     }
 }
 
+/// `x.to(D)` or `x = x.to(D)` (D a name or an attribute named for a device, positional or
+/// `device=`): D.
+fn moved_to<'s>(stmt: &'s ruff_python_ast::Stmt, x: &str) -> Option<&'s Expr> {
+    use ruff_python_ast::Stmt;
+    let call = match stmt {
+        Stmt::Expr(e) => e.value.as_call_expr()?,
+        Stmt::Assign(a) if matches!(a.targets.as_slice(), [Expr::Name(t)] if t.id.as_str() == x) => {
+            a.value.as_call_expr()?
+        }
+        _ => return None,
+    };
+    let Expr::Attribute(to) = call.func.as_ref() else {
+        return None;
+    };
+    let on_x = matches!(to.value.as_ref(), Expr::Name(n) if n.id.as_str() == x);
+    let args = &call.arguments;
+    let device = match (args.args.as_ref(), args.keywords.as_ref()) {
+        ([d], []) => d,
+        ([], [k]) if k.arg.as_ref().is_some_and(|a| a.as_str() == "device") => &k.value,
+        _ => return None,
+    };
+    // Named for a device (`DEVICE`, `args.device`, `dev`): an index (`model.to(rank)`) is no
+    // map_location.
+    let named = match device {
+        Expr::Name(n) => n.id.as_str(),
+        Expr::Attribute(a) => a.attr.as_str(),
+        _ => return None,
+    }
+    .to_ascii_lowercase();
+    (to.attr.as_str() == "to" && on_x && (named.contains("device") || named == "dev"))
+        .then_some(device)
+}
+
 /// safetensors' loaders: `load_file(filename, device)`, `safe_open(filename, framework, device)`.
 const LOADERS: [&str; 3] = [
     "safetensors.torch.load_file",
@@ -290,6 +396,26 @@ mod tests {
             "{out}"
         );
         // The port is stable.
+        assert_eq!(portable(&out), out);
+    }
+
+    /// A whole object loaded and moved soon after is loaded onto that device; one moved to a
+    /// device bound after the load, or not moved, is left alone.
+    #[test]
+    fn a_whole_load_moved_soon_after_loads_onto_that_device() {
+        let src = "import torch\n\nDEVICE = torch.device(\"cpu\")\n\n\ndef run(path, args):\n    model = torch.load(path)\n    model.eval()\n    model.to(DEVICE)\n    net = torch.load(path)\n    net = net.to(device=args.device)\n    by_rank = torch.load(path)\n    by_rank.to(args.rank)\n    ckpt = torch.load(path)\n    later = torch.load(path)\n    d = DEVICE\n    later.to(d)\n    return model, net, ckpt, later\n";
+        let out = portable(src);
+        assert!(
+            out.contains("model = torch.load(path, map_location=DEVICE)\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("net = torch.load(path, map_location=args.device)\n"),
+            "{out}"
+        );
+        assert!(out.contains("ckpt = torch.load(path)\n"), "{out}");
+        assert!(out.contains("by_rank = torch.load(path)\n"), "{out}");
+        assert!(out.contains("later = torch.load(path)\n"), "{out}");
         assert_eq!(portable(&out), out);
     }
 }
