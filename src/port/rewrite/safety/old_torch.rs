@@ -86,27 +86,31 @@ fn is_probe(e: &Expr) -> bool {
     {
         return b.values.first().is_some_and(is_probe) && b.values[1..].iter().all(is_addition);
     }
-    let Expr::Call(c) = e else { return false };
-    matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "hasattr")
-        && c.arguments.keywords.is_empty()
-        && matches!(
-            c.arguments.args.as_ref(),
-            [Expr::Name(m), Expr::StringLiteral(s)]
-                if m.id.as_str() == "torch" && s.value.to_str() == "accelerator"
-        )
+    // `torch` or the name the module imports it as (`import torch as th`).
+    matches!(hasattr_args(e), Some((Expr::Name(_), "accelerator")))
 }
 
 /// `hasattr(torch.accelerator, "<name>")`.
 fn is_addition(e: &Expr) -> bool {
-    let Expr::Call(c) = e else { return false };
-    matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "hasattr")
-        && c.arguments.keywords.is_empty()
-        && matches!(
-            c.arguments.args.as_ref(),
-            [Expr::Attribute(a), Expr::StringLiteral(_)]
-                if a.attr.as_str() == "accelerator"
-                    && matches!(a.value.as_ref(), Expr::Name(m) if m.id.as_str() == "torch")
-        )
+    matches!(
+        hasattr_args(e),
+        Some((Expr::Attribute(a), _))
+            if a.attr.as_str() == "accelerator" && a.value.is_name_expr()
+    )
+}
+
+/// `hasattr(<object>, "<name>")`: the object and the name.
+fn hasattr_args(e: &Expr) -> Option<(&Expr, &str)> {
+    let Expr::Call(c) = e else { return None };
+    if !matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "hasattr")
+        || !c.arguments.keywords.is_empty()
+    {
+        return None;
+    }
+    match c.arguments.args.as_ref() {
+        [object, Expr::StringLiteral(s)] => Some((object, s.value.to_str())),
+        _ => None,
+    }
 }
 
 struct Collect {
@@ -529,5 +533,22 @@ mod tests {
             out.contains("    n = torch.accelerator.device_count()\n"),
             "{out}"
         );
+    }
+
+    /// A module importing torch under another name gets its probes in that name, and a second
+    /// run finds its old branches.
+    #[test]
+    fn an_aliased_torch_is_probed_by_its_name() {
+        let src = "import torch as th\n\nn = th.cuda.device_count()\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "train.py", src);
+        write(dir.path(), "requirements.txt", "torch==1.13.1\n");
+        let out = migrate_all_at(src, &path);
+        assert!(
+            out.contains("if hasattr(th, \"accelerator\"):\n    n = th.accelerator.device_count()\nelse:\n    n = th.cuda.device_count()\n"),
+            "{out}"
+        );
+        std::fs::write(&path, &out).unwrap();
+        assert_eq!(migrate_all_at(&out, &path), out);
     }
 }

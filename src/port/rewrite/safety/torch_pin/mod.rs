@@ -211,6 +211,51 @@ fn probe_for(text: &str) -> Option<String> {
     Some(probe)
 }
 
+/// The name a module imports torch as, where it never imports it as `torch` (`import torch as
+/// th`): its fixes spell `th.accelerator`, and its probes must too.
+struct Alias(Option<(String, regex::Regex)>);
+
+impl Alias {
+    fn of(src: &str) -> Self {
+        static AS: LazyLock<regex::Regex> = LazyLock::new(|| {
+            regex::Regex::new(r"(?m)^[ \t]*import torch as (\w+)[ \t]*(?:#.*)?\r?$").unwrap()
+        });
+        static PLAIN: LazyLock<regex::Regex> = LazyLock::new(|| {
+            regex::Regex::new(r"(?m)^[ \t]*import torch[ \t]*(?:[,#].*)?\r?$").unwrap()
+        });
+        let name = AS.captures(src).filter(|_| !PLAIN.is_match(src));
+        Alias(name.and_then(|c| {
+            let a = c[1].to_string();
+            let re = regex::Regex::new(&format!(
+                r"\b{}\.(accelerator|distributed)\b",
+                regex::escape(&a)
+            ));
+            Some((a, re.ok()?))
+        }))
+    }
+
+    /// The text with torch spelled `torch`.
+    fn plain(&self, text: &str) -> String {
+        match &self.0 {
+            Some((_, re)) => re.replace_all(text, "torch.$1").into_owned(),
+            None => text.to_string(),
+        }
+    }
+
+    /// A probe written for `torch`, spelled with the module's name for it.
+    fn spelled(&self, probe: &str) -> String {
+        match &self.0 {
+            Some((a, _)) => probe
+                .replace("hasattr(torch, ", &format!("hasattr({a}, "))
+                .replace(
+                    "hasattr(torch.accelerator, ",
+                    &format!("hasattr({a}.accelerator, "),
+                ),
+            None => probe.to_string(),
+        }
+    }
+}
+
 const CURRENT: &str = "torch.accelerator.current_accelerator()";
 
 /// A form that counts on `current_accelerator()` answering None without an accelerator
@@ -232,11 +277,17 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
     diags: &mut [Diagnostic],
 ) {
     let Some(path) = path else { return };
+    let alias = Alias::of(src);
+    let probe = |text: &str| probe_for(&alias.plain(text)).map(|p| alias.spelled(&p));
     let needs = |d: &Diagnostic| -> Option<(&'static str, Version)> {
         let fix = d.fix.as_ref()?;
         let found = FLOORS
             .iter()
-            .find(|(name, _)| fix.edits.iter().any(|e| e.content.contains(name)))
+            .find(|(name, _)| {
+                fix.edits
+                    .iter()
+                    .any(|e| alias.plain(&e.content).contains(name))
+            })
             .copied()?;
         // The lines of the fix: `"cuda" if torch.cuda.is_available() else "cpu"` asks there.
         let start = src[..fix.range().start().to_usize()]
@@ -244,7 +295,10 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
             .map_or(0, |i| i + 1);
         let end = fix.range().end().to_usize();
         let end = src[end..].find('\n').map_or(src.len(), |i| end + i);
-        let unguarded = fix.edits.iter().any(|e| asks_current_unguarded(&e.content))
+        let unguarded = fix
+            .edits
+            .iter()
+            .any(|e| asks_current_unguarded(&alias.plain(&e.content)))
             && !src[start..end].contains("is_available()");
         Some(match unguarded {
             true if found.1 < (2, 7) => (CURRENT, (2, 7)),
@@ -269,7 +323,7 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
         if (major, minor) >= floor || fix.applicability != FixClass::Safe {
             continue;
         }
-        if let Some(inserted) = super::old_torch::inserting_for_new_torch(fix, src, &probe_for) {
+        if let Some(inserted) = super::old_torch::inserting_for_new_torch(fix, src, &probe) {
             kept.insert(i, inserted);
             continue;
         }
@@ -300,7 +354,7 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
             .iter()
             .filter_map(|i| diags[*i].fix.as_ref())
             .collect();
-        if let Some(fix) = super::old_torch::keeping_old_torch(&fixes, &whole, src, &probe_for) {
+        if let Some(fix) = super::old_torch::keeping_old_torch(&fixes, &whole, src, &probe) {
             for i in members {
                 kept.insert(i, fix.clone());
             }
