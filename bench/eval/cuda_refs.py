@@ -71,6 +71,11 @@ a name or attribute `tpu`/`accelerator`/`current_accelerator`, or
     share ported          = (before - after) / before
     share ported, portable = (before - after + after beside a TPU) / before
 
+The `else` branch of a two-form port (`if hasattr(torch, "accelerator"): <portable> else:
+<original>`, the form written for a project that supports a torch without `torch.accelerator`)
+counts as beside a TPU too: it runs only where torch has no accelerator API, and the TPU path
+is the branch above it.
+
 (with references beside a TPU in the *before* tree subtracted from both counts first, so
 code that was already portable counts for nothing). `--list` marks them with `[tpu]`.
 """
@@ -158,15 +163,35 @@ def _mentions_tpu(nodes: list[ast.AST]) -> bool:
     return False
 
 
+def _is_probe(test: ast.AST) -> bool:
+    """`hasattr(torch, "accelerator")`, alone or first of an `and` of `hasattr` tests."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return all(_is_probe(v) or _is_hasattr(v) for v in test.values) and _is_probe(test.values[0])
+    return _is_hasattr(test) and isinstance(test.args[0], ast.Name) and test.args[1].value == "accelerator"
+
+
+def _is_hasattr(n: ast.AST) -> bool:
+    return (
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Name)
+        and n.func.id == "hasattr"
+        and len(n.args) == 2
+        and not n.keywords
+        and isinstance(n.args[1], ast.Constant)
+        and isinstance(n.args[1].value, str)
+    )
+
+
 class _Finder(ast.NodeVisitor):
     def __init__(self) -> None:
         self.refs: list[tuple[int, str, str, bool]] = []  # line, kind, text, beside TPU
         self._tpu = False
+        self._old = False  # in the old-torch branch of a two-form port
         self._skip: set[int] = set()  # ids of nodes not to count (docstrings, help=, ...)
         self._bound: set[str] = set()  # names that imports of CUDA modules bind
 
     def _add(self, node: ast.AST, kind: str, text: str) -> None:
-        self.refs.append((getattr(node, "lineno", 0), kind, text, self._tpu))
+        self.refs.append((getattr(node, "lineno", 0), kind, text, self._tpu or self._old))
 
     # Statements: a statement's own line (for a compound one, its header) decides whether the
     # references in it are beside a TPU; its body is judged statement by statement.
@@ -176,12 +201,16 @@ class _Finder(ast.NodeVisitor):
             return
         saved = self._tpu
         flag = _mentions_tpu(_header_nodes(node))
+        old_torch = isinstance(node, ast.If) and _is_probe(node.test)
         for field, value in ast.iter_fields(node):
             self._tpu = saved if field in BODY_FIELDS else flag
+            old = self._old
+            self._old = old or (old_torch and field == "orelse")
             if isinstance(value, list):
                 _visit_list(self, value)
             elif isinstance(value, ast.AST):
                 self.visit(value)
+            self._old = old
         self._tpu = saved
 
     def visit_Module(self, node: ast.Module) -> None:
