@@ -120,9 +120,8 @@ mod tests {
 
     #[test]
     fn the_python_a_project_runs_bounds_its_torch() {
-        let why = |s: &str, n: &str| t(s, n).map(|(v, w)| (v, w));
         assert_eq!(
-            why("setup(python_requires=\">=3.6\")", "setup.py"),
+            t("setup(python_requires=\">=3.6\")", "setup.py"),
             Some(((1, 10), "Python 3.6".into()))
         );
         assert_eq!(
