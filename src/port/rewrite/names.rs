@@ -93,6 +93,12 @@ impl<'a> Checker<'a> {
             if !b.values.contains_key(param) {
                 return allowed.iter().any(|a| a == "<missing>");
             }
+            let fits = |l: &str| {
+                allowed.iter().any(|a| match a.strip_suffix('*') {
+                    Some(prefix) => l.starts_with(prefix),
+                    None => l == a,
+                })
+            };
             // A string by its text, anything else by its source (`False`).
             let literal = b.values.get(param).map(|v| {
                 if v.kind == crate::port::rules::ArgKind::String {
@@ -101,12 +107,23 @@ impl<'a> Checker<'a> {
                     v.text
                 }
             });
-            literal.is_some_and(|l| {
-                allowed.iter().any(|a| match a.strip_suffix('*') {
-                    Some(prefix) => l.starts_with(prefix),
-                    None => l == a,
-                })
-            })
+            // For a finding without a fix, a conditional's strings, each a value it may take
+            // (`accelerator="cpu" if devices == "cpu" else "gpu"`: set Q's robotics Trainer);
+            // a fix would rewrite the other branches too.
+            let reported = rule.literal.fix == crate::port::rules::FixClass::Manual;
+            let branches = b
+                .sources
+                .get(param)
+                .filter(|_| reported)
+                .map_or(vec![], |(at, _)| {
+                    let arg = call.arguments.iter_source_order().find_map(|a| match a {
+                        ast::ArgOrKeyword::Arg(e) if e.range() == *at => Some(e),
+                        ast::ArgOrKeyword::Keyword(k) if k.value.range() == *at => Some(&k.value),
+                        _ => None,
+                    });
+                    arg.map_or(vec![], branch_strings)
+                });
+            literal.is_some_and(fits) || branches.into_iter().any(fits)
         })
     }
 
@@ -280,5 +297,18 @@ impl<'a> Checker<'a> {
                 self.fallbacks.push(d);
             }
         }
+    }
+}
+
+/// The strings a conditional expression may take, through nested conditionals.
+fn branch_strings(e: &Expr) -> Vec<&str> {
+    match e {
+        Expr::If(i) => {
+            let mut out = branch_strings(&i.body);
+            out.extend(branch_strings(&i.orelse));
+            out
+        }
+        Expr::StringLiteral(s) => vec![s.value.to_str()],
+        _ => vec![],
     }
 }
