@@ -40,7 +40,12 @@ use crate::port::rules::FixClass;
 impl Checker<'_> {
     /// DEV019's findings (see the module doc).
     pub(super) fn state_loads_without_map_location(&self) -> Vec<Found> {
-        let mut out = vec![];
+        let mut out = self.whole_loads_moved();
+        // The rule's needles: a file may be active for the whole-object form alone (a file's
+        // load_state_dict calls that break the line before torch.load are not read).
+        if !self.src.contains("load_state_dict(torch.load") {
+            return out;
+        }
         let mut own_loader: Option<bool> = None;
         walk(&self.parsed.module.body, true, &mut |node, _| {
             let AnyNodeRef::ExprCall(outer) = node else {
@@ -89,7 +94,6 @@ impl Checker<'_> {
                 }),
             });
         });
-        out.extend(self.whole_loads_moved());
         out
     }
 
@@ -125,6 +129,9 @@ impl Checker<'_> {
     /// translation script loading a whole pickled Transformer trained on a GPU).
     fn whole_loads_moved(&self) -> Vec<Found> {
         let mut out = vec![];
+        if !self.src.contains("= torch.load(") {
+            return out;
+        }
         walk(&self.parsed.module.body, true, &mut |node, stack| {
             let AnyNodeRef::StmtAssign(a) = node else {
                 return;

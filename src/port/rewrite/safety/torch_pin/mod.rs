@@ -217,6 +217,9 @@ struct Alias(Option<(String, regex::Regex)>);
 
 impl Alias {
     fn of(src: &str) -> Self {
+        if !src.contains("import torch as ") {
+            return Alias(None);
+        }
         static AS: LazyLock<regex::Regex> = LazyLock::new(|| {
             regex::Regex::new(r"(?m)^[ \t]*import torch as (\w+)[ \t]*(?:#.*)?\r?$").unwrap()
         });
