@@ -108,21 +108,25 @@ impl<'a> Checker<'a> {
                 }
             });
             // For a finding without a fix, a conditional's strings, each a value it may take
-            // (`accelerator="cpu" if devices == "cpu" else "gpu"`: set Q's robotics Trainer);
-            // a fix would rewrite the other branches too.
+            // (`accelerator="cpu" if devices == "cpu" else "gpu"`: set Q's robotics Trainer),
+            // and `<unknown>` for a value not written here (`accelerator=args.accelerator`); a
+            // fix would rewrite the other branches too.
             let reported = rule.literal.fix == crate::port::rules::FixClass::Manual;
-            let branches = b
+            let arg = b
                 .sources
                 .get(param)
                 .filter(|_| reported)
-                .map_or(vec![], |(at, _)| {
-                    let arg = call.arguments.iter_source_order().find_map(|a| match a {
+                .and_then(|(at, _)| {
+                    call.arguments.iter_source_order().find_map(|a| match a {
                         ast::ArgOrKeyword::Arg(e) if e.range() == *at => Some(e),
                         ast::ArgOrKeyword::Keyword(k) if k.value.range() == *at => Some(&k.value),
                         _ => None,
-                    });
-                    arg.map_or(vec![], branch_strings)
+                    })
                 });
+            let branches = arg.map_or(vec![], branch_strings);
+            if arg.is_some_and(|e| !written(e)) && allowed.iter().any(|a| a == "<unknown>") {
+                return true;
+            }
             literal.is_some_and(fits) || branches.into_iter().any(fits)
         })
     }
@@ -310,5 +314,13 @@ fn branch_strings(e: &Expr) -> Vec<&str> {
         }
         Expr::StringLiteral(s) => vec![s.value.to_str()],
         _ => vec![],
+    }
+}
+
+/// A value written in the call: a literal, or a conditional choosing between literals.
+fn written(e: &Expr) -> bool {
+    match e {
+        Expr::If(i) => written(&i.body) && written(&i.orelse),
+        _ => e.is_literal_expr() || e.is_none_literal_expr(),
     }
 }

@@ -238,7 +238,8 @@ pub(super) struct MatchDef {
     pub(super) min_args: Option<usize>,
     /// For `call` rules: match only calls whose argument (a parameter of the action) is one
     /// of these string literals (`when = { device_type = ["cuda", "cuda:*"] }`; a trailing
-    /// `*` matches any rest; `"<missing>"` matches an argument not given; other arguments by
+    /// `*` matches any rest; `"<missing>"` matches an argument not given; `"<unknown>"`, in a rule
+    /// without a fix, one whose value is not written in the call (a name, an attribute); other arguments by
     /// their source text, e.g. `enabled = ["False"]`).
     #[serde(default)]
     pub(super) when: BTreeMap<String, Vec<String>>,
