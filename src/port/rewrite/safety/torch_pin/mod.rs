@@ -27,7 +27,7 @@ use std::sync::{LazyLock, Mutex};
 use crate::port::diagnostic::Diagnostic;
 use crate::port::edit::Fix;
 use crate::port::rules::FixClass;
-use versions::{Version, locked_in, oldest_in, said_in, tested_in};
+use versions::{Version, companions_in, locked_in, oldest_in, said_in, tested_in};
 
 mod python;
 mod versions;
@@ -145,6 +145,7 @@ fn oldest_in_folder(dir: &Path) -> Oldest {
                     || (name.starts_with("environment") && !name.ends_with(".ipynb"));
                 let torch = oldest_in(&text)
                     .into_iter()
+                    .chain(companions_in(&text).filter(|_| !is_readme(&name)))
                     .chain(locked_in(&text))
                     .chain(tested_in(&text))
                     .chain(said_in(&text).filter(|_| spelled))
@@ -259,6 +260,10 @@ impl Alias {
     }
 }
 
+/// `import torchtext`, `from torchtext.vocab import ...`.
+static TORCHTEXT: LazyLock<regex::Regex> =
+    LazyLock::new(|| regex::Regex::new(r"(?m)^[ \t]*(?:import|from)[ \t]+torchtext\b").unwrap());
+
 const CURRENT: &str = "torch.accelerator.current_accelerator()";
 
 /// A form that counts on `current_accelerator()` answering None without an accelerator
@@ -311,7 +316,18 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
     if !diags.iter().any(|d| needs(d).is_some()) {
         return;
     }
-    let Some(((major, minor), shown)) = oldest_in_project(path) else {
+    // A module importing torchtext runs the torch its last release was built for (LIB026).
+    let code = TORCHTEXT.is_match(src).then(|| {
+        (
+            (2, 3),
+            "it imports torchtext, whose last release needs torch 2.3".to_string(),
+        )
+    });
+    let Some(((major, minor), shown)) = oldest_in_project(path)
+        .into_iter()
+        .chain(code)
+        .min_by_key(|(v, _)| *v)
+    else {
         return;
     };
     // Where a form needs torch.accelerator itself (2.6), the fix can keep the old torch's form

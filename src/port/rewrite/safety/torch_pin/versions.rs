@@ -81,6 +81,54 @@ pub(super) fn oldest_in(text: &str) -> Option<Version> {
         .min()
 }
 
+/// A requirement of a package released in step with torch: `torchvision==0.15.2`,
+/// `torchaudio>=0.13`, `torchtext` (set R: a translation project naming torchtext and no torch).
+static COMPANION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"(?m)(?:^|[\s"'\[,(])(torchvision|torchaudio|torchtext)\b[ \t]*((?:[<>=!~]=?[ \t]*[\w.*+]+[ \t]*,?[ \t]*)*)"#)
+        .unwrap()
+});
+
+/// The torch a release of a companion package was built for.
+fn torch_of(package: &str, (major, minor): Version) -> Option<Version> {
+    match (package, major, minor) {
+        ("torchvision" | "torchtext", 0, 15..) => Some((2, minor - 15)),
+        ("torchvision" | "torchtext", 0, 6..=14) => Some((1, minor - 1)),
+        ("torchaudio", 0, 4..=13) => Some((1, minor)),
+        ("torchaudio", 2, _) => Some((2, minor)),
+        _ => None,
+    }
+}
+
+/// The oldest torch the companion packages a text requires allow: each specifier read as the
+/// torch its version was built for; torchtext without a version is its last release's, torch
+/// 2.3 (its development ended there).
+pub(super) fn companions_in(text: &str) -> Option<Version> {
+    COMPANION
+        .captures_iter(text)
+        .flat_map(|c| {
+            let package = c[1].to_string();
+            let specs = c[2].trim();
+            if specs.is_empty() || specs.starts_with("==*") {
+                return vec![(package == "torchtext").then_some((2, 3))];
+            }
+            specs
+                .split(',')
+                .map(|spec| {
+                    let s = SPECIFIER.captures(spec.trim())?;
+                    let version = (
+                        s[2].parse::<u32>().ok()?,
+                        s.get(3)
+                            .map_or(Some(0), |m| m.as_str().parse::<u32>().ok())?,
+                    );
+                    let (tmaj, tmin) = torch_of(&package, version)?;
+                    oldest_in(&format!("torch{}{tmaj}.{tmin}", &s[1]))
+                })
+                .collect()
+        })
+        .flatten()
+        .min()
+}
+
 /// The oldest torch a README's prose names (see [`PROSE`]).
 pub(super) fn said_in(text: &str) -> Option<Version> {
     PROSE
@@ -132,7 +180,7 @@ pub(super) fn locked_in(text: &str) -> Option<Version> {
 
 #[cfg(test)]
 mod tests {
-    use super::{locked_in, oldest_in, said_in, tested_in};
+    use super::{companions_in, locked_in, oldest_in, said_in, tested_in};
 
     #[test]
     fn the_oldest_torch_a_pin_allows_is_read() {
@@ -201,6 +249,16 @@ mod tests {
             tested_in("  torch-version: ${{ matrix.torch-version }}\n"),
             None
         );
+        // Packages released in step with torch.
+        assert_eq!(companions_in("torchvision==0.15.2\n"), Some((2, 0)));
+        assert_eq!(companions_in("torchaudio>=0.13.1\n"), Some((1, 13)));
+        assert_eq!(companions_in("torchtext\nspacy\n"), Some((2, 3)));
+        assert_eq!(companions_in("torchtext==0.6.0\n"), Some((1, 5)));
+        assert_eq!(
+            companions_in("torchvision\ntorchaudio==2.5.1\n"),
+            Some((2, 5))
+        );
+        assert_eq!(companions_in("torchvision>=0.21\n"), Some((2, 6)));
         assert_eq!(
             oldest_in("!pip install -q torch==2.7.1+cu126 torchvision"),
             Some((2, 7))
