@@ -261,8 +261,9 @@ impl Alias {
 }
 
 /// `import torchtext`, `from torchtext.vocab import ...`.
-static TORCHTEXT: LazyLock<regex::Regex> =
-    LazyLock::new(|| regex::Regex::new(r"(?m)^[ \t]*(?:import|from)[ \t]+torchtext\b").unwrap());
+static TORCHTEXT: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(r"(?m)^[ \t]*(?:import|from)[ \t]+torchtext(?-u:\b)").unwrap()
+});
 
 const CURRENT: &str = "torch.accelerator.current_accelerator()";
 
@@ -317,7 +318,7 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
         return;
     }
     // A module importing torchtext runs the torch its last release was built for (LIB026).
-    let code = TORCHTEXT.is_match(src).then(|| {
+    let code = (src.contains("torchtext") && TORCHTEXT.is_match(src)).then(|| {
         (
             (2, 3),
             "it imports torchtext, whose last release needs torch 2.3".to_string(),

@@ -84,7 +84,7 @@ pub(super) fn oldest_in(text: &str) -> Option<Version> {
 /// A requirement of a package released in step with torch: `torchvision==0.15.2`,
 /// `torchaudio>=0.13`, `torchtext` (set R: a translation project naming torchtext and no torch).
 static COMPANION: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?m)(?:^|[\s"'\[,(])(torchvision|torchaudio|torchtext)\b[ \t]*((?:[<>=!~]=?[ \t]*[\w.*+]+[ \t]*,?[ \t]*)*)"#)
+    Regex::new(r#"(?m)(?:^|[\s"'\[,(])(torchvision|torchaudio|torchtext)(?-u:\b)[ \t]*((?:[<>=!~]=?[ \t]*[\w.*+]+[ \t]*,?[ \t]*)*)"#)
         .unwrap()
 });
 
