@@ -97,6 +97,42 @@ impl Checker<'_> {
         out
     }
 
+    /// Is `name`, read where `x` is assigned (at `at`), a device bound before: in the scope of
+    /// `x` (every binding there before `at`), or else at module level before `at`, each time
+    /// to `torch.device(...)`, a string, or the accelerator? A local assigned later raises
+    /// UnboundLocalError; a parameter or an index (`device_id = 0`) is no map_location.
+    fn device_bound_before(&self, name: &str, x: &ruff_python_ast::ExprName, at: TextSize) -> bool {
+        let bindings = &self.sem.bindings;
+        let Some(scope) = bindings
+            .iter()
+            .find(|b| b.range == x.range)
+            .map(|b| b.scope)
+        else {
+            return false;
+        };
+        let in_scope = |sc| {
+            bindings
+                .iter()
+                .filter(move |b| b.name == name && b.scope == sc)
+        };
+        let mut found: Vec<_> = in_scope(scope).collect();
+        if found.is_empty() {
+            let module = (0..self.sem.scopes.len()).find(|i| self.sem.scopes[*i].parent.is_none());
+            found = module.map_or(vec![], |m| in_scope(m).collect());
+        }
+        let device_value = |b: &crate::port::semantic::Binding| {
+            let rest = self.src[b.range.end().to_usize()..].trim_start_matches([' ', '\t']);
+            let Some(value) = rest.strip_prefix('=').filter(|v| !v.starts_with('=')) else {
+                return false;
+            };
+            let value = value.trim_start();
+            value.starts_with("torch.device(")
+                || value.starts_with(['"', '\''])
+                || value.contains("current_accelerator")
+        };
+        !found.is_empty() && found.iter().all(|b| b.range.end() <= at && device_value(b))
+    }
+
     /// `torch.load(path)` with no map_location: where the keyword goes, and what goes before it
     /// (", ", or a space after a trailing comma).
     fn plain_torch_load(&self, load: &ruff_python_ast::ExprCall) -> Option<(TextSize, &str)> {
@@ -113,6 +149,15 @@ impl Checker<'_> {
         }
         let close = args.end() - TextSize::from(1);
         let inner = self.text(ruff_text_size::TextRange::new(args.start(), close));
+        // A comment after the last argument: the keyword goes right after the argument.
+        let last = args.iter_source_order().last().map(|a| a.range().end());
+        if let Some(end) = last
+            && self
+                .text(ruff_text_size::TextRange::new(end, close))
+                .contains('#')
+        {
+            return Some((end, ", "));
+        }
         let comma = if inner.trim_end().ends_with(',') {
             " "
         } else {
@@ -160,17 +205,8 @@ impl Checker<'_> {
             else {
                 return;
             };
-            let mut root = device;
-            while let Expr::Attribute(r) = root {
-                root = &r.value;
-            }
-            let Expr::Name(root) = root else { return };
-            let bound_before = self
-                .sem
-                .bindings
-                .iter()
-                .any(|b| b.name == root.id.as_str() && b.range.end() <= a.start());
-            if !bound_before {
+            let Expr::Name(root) = device else { return };
+            if !self.device_bound_before(root.id.as_str(), x, a.start()) {
                 return;
             }
             let d = self.text(device.range());
@@ -337,8 +373,7 @@ impl Checker<'_> {
     }
 }
 
-/// `x.to(D)` or `x = x.to(D)` (D a name or an attribute named for a device, positional or
-/// `device=`): D.
+/// `x.to(D)` or `x = x.to(D)` (D a name named for a device, positional or `device=`): D.
 fn moved_to<'s>(stmt: &'s ruff_python_ast::Stmt, x: &str) -> Option<&'s Expr> {
     use ruff_python_ast::Stmt;
     let call = match stmt {
@@ -362,7 +397,6 @@ fn moved_to<'s>(stmt: &'s ruff_python_ast::Stmt, x: &str) -> Option<&'s Expr> {
     // map_location.
     let named = match device {
         Expr::Name(n) => n.id.as_str(),
-        Expr::Attribute(a) => a.attr.as_str(),
         _ => return None,
     }
     .to_ascii_lowercase();
@@ -410,16 +444,18 @@ mod tests {
     /// device bound after the load, or not moved, is left alone.
     #[test]
     fn a_whole_load_moved_soon_after_loads_onto_that_device() {
-        let src = "import torch\n\nDEVICE = torch.device(\"cpu\")\n\n\ndef run(path, args):\n    model = torch.load(path)\n    model.eval()\n    model.to(DEVICE)\n    net = torch.load(path)\n    net = net.to(device=args.device)\n    by_rank = torch.load(path)\n    by_rank.to(args.rank)\n    ckpt = torch.load(path)\n    later = torch.load(path)\n    d = DEVICE\n    later.to(d)\n    return model, net, ckpt, later\n";
+        let src = "import torch\n\nDEVICE = torch.device(\"cpu\")\n\n\ndef run(path, args):\n    model = torch.load(path)\n    model.eval()\n    model.to(DEVICE)\n    device = \"cuda\"\n    net = torch.load(path)\n    net = net.to(device=device)\n    n2 = torch.load(path)\n    n2.to(args.device)\n    m3 = torch.load(\n        path  # c\n    )\n    m3.to(DEVICE)\n    by_rank = torch.load(path)\n    by_rank.to(args.rank)\n    ckpt = torch.load(path)\n    later = torch.load(path)\n    d = DEVICE\n    later.to(d)\n    return model, net, ckpt, later\n";
         let out = portable(src);
         assert!(
             out.contains("model = torch.load(path, map_location=DEVICE)\n"),
             "{out}"
         );
         assert!(
-            out.contains("net = torch.load(path, map_location=args.device)\n"),
+            out.contains("net = torch.load(path, map_location=device)\n"),
             "{out}"
         );
+        assert!(out.contains("n2 = torch.load(path)\n"), "{out}");
+        assert!(out.contains("path, map_location=DEVICE  # c\n"), "{out}");
         assert!(out.contains("ckpt = torch.load(path)\n"), "{out}");
         assert!(out.contains("by_rank = torch.load(path)\n"), "{out}");
         assert!(out.contains("later = torch.load(path)\n"), "{out}");

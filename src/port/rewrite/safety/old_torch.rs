@@ -78,16 +78,17 @@ pub(super) struct Whole {
 }
 
 /// `hasattr(torch, "accelerator")`, alone or first of an `and`.
-fn is_probe(e: &Expr) -> bool {
+fn is_probe(e: &Expr, names: &[String]) -> bool {
     // `and` of such tests only (`... and hasattr(torch.accelerator, "set_device_index")`): any
     // other operand makes the `else` run on a new torch too.
     if let Expr::BoolOp(b) = e
         && b.op == ast::BoolOp::And
     {
-        return b.values.first().is_some_and(is_probe) && b.values[1..].iter().all(is_addition);
+        return b.values.first().is_some_and(|v| is_probe(v, names))
+            && b.values[1..].iter().all(is_addition);
     }
     // `torch` or the name the module imports it as (`import torch as th`).
-    matches!(hasattr_args(e), Some((Expr::Name(_), "accelerator")))
+    matches!(hasattr_args(e), Some((Expr::Name(m), "accelerator")) if names.iter().any(|n| n == m.id.as_str()))
 }
 
 /// `hasattr(torch.accelerator, "<name>")`.
@@ -97,6 +98,18 @@ fn is_addition(e: &Expr) -> bool {
         Some((Expr::Attribute(a), _))
             if a.attr.as_str() == "accelerator" && a.value.is_name_expr()
     )
+}
+
+/// `torch`, and the names a module imports it as (`import torch as th`).
+pub(super) fn torch_names(src: &str) -> Vec<String> {
+    static AS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?m)^[ \t]*import torch as (\w+)[ \t]*(?:#.*)?\r?$").unwrap()
+    });
+    let mut names = vec!["torch".to_string()];
+    if src.contains("import torch as ") {
+        names.extend(AS.captures_iter(src).map(|c| c[1].to_string()));
+    }
+    names
 }
 
 /// `hasattr(<object>, "<name>")`: the object and the name.
@@ -115,6 +128,8 @@ fn hasattr_args(e: &Expr) -> Option<(&Expr, &str)> {
 
 struct Collect {
     out: Exprs,
+    /// `torch` and the names the module imports it as.
+    names: Vec<String>,
     in_fstring: usize,
     depth: usize,
     callees: Vec<TextRange>,
@@ -144,7 +159,7 @@ impl<'a> SourceOrderVisitor<'a> for Collect {
             _ => {}
         }
         if let AnyNodeRef::StmtIf(s) = node
-            && is_probe(&s.test)
+            && is_probe(&s.test, &self.names)
             && let Some(first) = s.elif_else_clauses.first()
         {
             self.out
@@ -177,7 +192,7 @@ impl<'a> SourceOrderVisitor<'a> for Collect {
                 .map(|(_, s)| *s),
         });
         if let Expr::If(i) = expr
-            && is_probe(&i.test)
+            && is_probe(&i.test, &self.names)
         {
             self.out.old_branches.push(i.orelse.range());
         }
@@ -194,8 +209,9 @@ impl<'a> SourceOrderVisitor<'a> for Collect {
 }
 
 impl Exprs {
-    pub(super) fn of(body: &[Stmt]) -> Exprs {
+    pub(super) fn of(body: &[Stmt], src: &str) -> Exprs {
         let mut c = Collect {
+            names: torch_names(src),
             out: Exprs {
                 all: vec![],
                 old_branches: vec![],
@@ -284,7 +300,7 @@ pub(super) fn drop_old_branch_findings(src: &str, body: &[Stmt], diags: &mut Vec
     if diags.is_empty() || !src.contains("hasattr(") {
         return;
     }
-    let exprs = Exprs::of(body);
+    let exprs = Exprs::of(body, src);
     diags.retain(|d| !exprs.in_old_branch(d.range));
 }
 

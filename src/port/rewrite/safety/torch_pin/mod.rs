@@ -212,43 +212,37 @@ fn probe_for(text: &str) -> Option<String> {
     Some(probe)
 }
 
-/// The name a module imports torch as, where it never imports it as `torch` (`import torch as
-/// th`): its fixes spell `th.accelerator`, and its probes must too.
-struct Alias(Option<(String, regex::Regex)>);
+/// The names a module imports torch as (`import torch as th`): its fixes spell
+/// `th.accelerator`, and its probes must too.
+struct Alias(Vec<(String, regex::Regex)>);
 
 impl Alias {
     fn of(src: &str) -> Self {
-        if !src.contains("import torch as ") {
-            return Alias(None);
-        }
-        static AS: LazyLock<regex::Regex> = LazyLock::new(|| {
-            regex::Regex::new(r"(?m)^[ \t]*import torch as (\w+)[ \t]*(?:#.*)?\r?$").unwrap()
-        });
-        static PLAIN: LazyLock<regex::Regex> = LazyLock::new(|| {
-            regex::Regex::new(r"(?m)^[ \t]*import torch[ \t]*(?:[,#].*)?\r?$").unwrap()
-        });
-        let name = AS.captures(src).filter(|_| !PLAIN.is_match(src));
-        Alias(name.and_then(|c| {
-            let a = c[1].to_string();
-            let re = regex::Regex::new(&format!(
-                r"\b{}\.(accelerator|distributed)\b",
-                regex::escape(&a)
-            ));
-            Some((a, re.ok()?))
-        }))
+        let names = super::old_torch::torch_names(src);
+        Alias(
+            names
+                .into_iter()
+                .skip(1)
+                .filter_map(|a| {
+                    let re = format!(r"\b{}\.(accelerator|distributed)\b", regex::escape(&a));
+                    Some((a, regex::Regex::new(&re).ok()?))
+                })
+                .collect(),
+        )
     }
 
     /// The text with torch spelled `torch`.
     fn plain(&self, text: &str) -> String {
-        match &self.0 {
-            Some((_, re)) => re.replace_all(text, "torch.$1").into_owned(),
-            None => text.to_string(),
+        let mut out = text.to_string();
+        for (_, re) in &self.0 {
+            out = re.replace_all(&out, "torch.$1").into_owned();
         }
+        out
     }
 
-    /// A probe written for `torch`, spelled with the module's name for it.
-    fn spelled(&self, probe: &str) -> String {
-        match &self.0 {
+    /// A probe written for `torch`, spelled with the name the fix's text uses.
+    fn spelled(&self, probe: &str, text: &str) -> String {
+        match self.0.iter().find(|(_, re)| re.is_match(text)) {
             Some((a, _)) => probe
                 .replace("hasattr(torch, ", &format!("hasattr({a}, "))
                 .replace(
@@ -287,7 +281,7 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
 ) {
     let Some(path) = path else { return };
     let alias = Alias::of(src);
-    let probe = |text: &str| probe_for(&alias.plain(text)).map(|p| alias.spelled(&p));
+    let probe = |text: &str| probe_for(&alias.plain(text)).map(|p| alias.spelled(&p, text));
     let needs = |d: &Diagnostic| -> Option<(&'static str, Version)> {
         let fix = d.fix.as_ref()?;
         let found = FLOORS
@@ -298,17 +292,11 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
                     .any(|e| alias.plain(&e.content).contains(name))
             })
             .copied()?;
-        // The lines of the fix: `"cuda" if torch.cuda.is_available() else "cpu"` asks there.
-        let start = src[..fix.range().start().to_usize()]
-            .rfind('\n')
-            .map_or(0, |i| i + 1);
-        let end = fix.range().end().to_usize();
-        let end = src[end..].find('\n').map_or(src.len(), |i| end + i);
+        // A form behind `is_available()` is written `.type`, not `getattr(...)`: not asked.
         let unguarded = fix
             .edits
             .iter()
-            .any(|e| asks_current_unguarded(&alias.plain(&e.content)))
-            && !src[start..end].contains("is_available()");
+            .any(|e| asks_current_unguarded(&alias.plain(&e.content)));
         Some(match unguarded {
             true if found.1 < (2, 7) => (CURRENT, (2, 7)),
             _ => found,
@@ -333,7 +321,7 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
     };
     // Where a form needs torch.accelerator itself (2.6), the fix can keep the old torch's form
     // beside it (old_torch.rs): the fixes inside one expression are written together.
-    let exprs = super::old_torch::Exprs::of(body);
+    let exprs = super::old_torch::Exprs::of(body, src);
     let mut kept: HashMap<usize, Fix> = HashMap::new();
     let mut groups: Vec<(super::old_torch::Whole, Vec<usize>)> = vec![];
     for (i, d) in diags.iter().enumerate() {

@@ -67,6 +67,13 @@ pub(super) fn oldest_in(text: &str) -> Option<Version> {
                     match &c[1] {
                         // `<3` allows 2.x: any torch 2 form may be too new.
                         "<" if c.get(3).is_none() => Some((major.checked_sub(1)?, 0)),
+                        // `<2.0` allows the last 1.x.
+                        "<" if minor == 0
+                            && c.get(4)
+                                .is_none_or(|p| p.as_str().trim_matches(['.', '0']).is_empty()) =>
+                        {
+                            Some((major.checked_sub(1)?, if major == 2 { 13 } else { 0 }))
+                        }
                         "<" if c
                             .get(4)
                             .is_none_or(|p| p.as_str().trim_matches(['.', '0']).is_empty()) =>
@@ -95,6 +102,8 @@ fn torch_of(package: &str, (major, minor): Version) -> Option<Version> {
         ("torchvision" | "torchtext", 0, 6..=14) => Some((1, minor - 1)),
         ("torchaudio", 0, 4..=13) => Some((1, minor)),
         ("torchaudio", 2, _) => Some((2, minor)),
+        // Older still: a torch before 1.x's accelerator-free forms differ in nothing here.
+        ("torchvision" | "torchtext" | "torchaudio", 0, _) => Some((1, 0)),
         _ => None,
     }
 }
@@ -259,6 +268,9 @@ mod tests {
             Some((2, 5))
         );
         assert_eq!(companions_in("torchvision>=0.21\n"), Some((2, 6)));
+        assert_eq!(companions_in("torchvision==0.2.1\n"), Some((1, 0)));
+        assert_eq!(companions_in("torchvision<0.15\n"), Some((1, 13)));
+        assert_eq!(oldest_in("torch<2.0\n"), Some((1, 13)));
         assert_eq!(
             oldest_in("!pip install -q torch==2.7.1+cu126 torchvision"),
             Some((2, 7))
