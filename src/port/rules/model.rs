@@ -192,7 +192,7 @@ impl Lint {
         (
             "state-load-without-map-location",
             Lint::StateLoadWithoutMapLocation,
-            "`m.load_state_dict(torch.load(path))` with no map_location (and no `assign=`): the fix loads onto the CPU, which load_state_dict copies onto the module's own devices; `x = torch.load(path)` moved by `x.to(device)` soon after: the fix loads onto that device",
+            "`m.load_state_dict(torch.load(path))` with no map_location (and no `assign=`): the fix loads onto the CPU, which load_state_dict copies onto the module's own devices; `x = torch.load(path)` moved by `x.to(device)` soon after (a device name bound before to torch.device(...), a string or the accelerator): the fix loads onto that device",
         ),
         (
             "safetensors-device",
