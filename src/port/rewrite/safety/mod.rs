@@ -253,15 +253,19 @@ impl<'a> Checker<'a> {
         );
         // The portable port keeps the original machine: its torch too.
         if self.target == Target::Portable {
+            // The module's expressions, walked once for both where either needs them.
+            let exprs = std::cell::OnceCell::new();
             old_torch::drop_old_branch_findings(
                 self.src,
                 &self.parsed.module.body,
+                &exprs,
                 &mut self.diags,
             );
             torch_pin::keep_within_pinned_torch(
                 self.facts.path.as_deref(),
                 self.src,
                 &self.parsed.module.body,
+                &exprs,
                 &mut self.diags,
             );
             other_accelerators::keep_other_accelerators(

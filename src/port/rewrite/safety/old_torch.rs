@@ -294,13 +294,18 @@ impl Exprs {
 }
 
 /// Drop the findings in old-torch branches (see the module doc).
-pub(super) fn drop_old_branch_findings(src: &str, body: &[Stmt], diags: &mut Vec<Diagnostic>) {
+pub(super) fn drop_old_branch_findings(
+    src: &str,
+    body: &[Stmt],
+    exprs: &std::cell::OnceCell<Exprs>,
+    diags: &mut Vec<Diagnostic>,
+) {
     // Nothing to drop, or no test to drop it by: no walk of the module (this runs for every
     // file of a portable port).
     if diags.is_empty() || !src.contains("hasattr(") {
         return;
     }
-    let exprs = Exprs::of(body, src);
+    let exprs = exprs.get_or_init(|| Exprs::of(body, src));
     diags.retain(|d| !exprs.in_old_branch(d.range));
 }
 

@@ -277,6 +277,7 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
     path: Option<&Path>,
     src: &str,
     body: &[ruff_python_ast::Stmt],
+    exprs: &std::cell::OnceCell<super::old_torch::Exprs>,
     diags: &mut [Diagnostic],
 ) {
     let Some(path) = path else { return };
@@ -321,7 +322,7 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
     };
     // Where a form needs torch.accelerator itself (2.6), the fix can keep the old torch's form
     // beside it (old_torch.rs): the fixes inside one expression are written together.
-    let exprs = super::old_torch::Exprs::of(body, src);
+    let exprs = exprs.get_or_init(|| super::old_torch::Exprs::of(body, src));
     let mut kept: HashMap<usize, Fix> = HashMap::new();
     let mut groups: Vec<(super::old_torch::Whole, Vec<usize>)> = vec![];
     for (i, d) in diags.iter().enumerate() {
