@@ -67,6 +67,8 @@ pub enum Lint {
     SafetensorsDevice,
     /// `hydra.utils.instantiate(cfg.trainer)` where a project config builds a Lightning Trainer.
     TrainerFromConfig,
+    /// A model an entry script builds, calls and never moves, in a program that uses CUDA.
+    ModelNeverMoved,
 }
 
 /// Words a module that builds a convolutional network spells (`nn.Conv2d`, `torchvision`'s or
@@ -93,7 +95,10 @@ impl Lint {
     pub fn program_gate(self) -> Option<&'static [&'static str]> {
         match self {
             // The tie fix goes into programs only; PRC008 is said on entry scripts.
-            Lint::SharedWeightsMove | Lint::OptimizerBeforeMove | Lint::Fp32Training => Some(&[]),
+            Lint::SharedWeightsMove
+            | Lint::OptimizerBeforeMove
+            | Lint::Fp32Training
+            | Lint::ModelNeverMoved => Some(&[]),
             // On entry scripts, and on library modules that build a network.
             Lint::ConvWithoutChannelsLast => Some(NETWORK_WORDS),
             _ => None,
@@ -108,7 +113,7 @@ impl Lint {
     }
 
     /// Every lint: its name in rule files and what it finds.
-    pub const ALL: [(&'static str, Lint, &'static str); 19] = [
+    pub const ALL: [(&'static str, Lint, &'static str); 20] = [
         (
             "host-sync-in-loop",
             Lint::HostSyncInLoop,
@@ -203,6 +208,11 @@ impl Lint {
             "trainer-from-config",
             Lint::TrainerFromConfig,
             "a Hydra `instantiate` that builds a trainer where a YAML config under the script's folder names a Lightning Trainer as its `_target_`",
+        ),
+        (
+            "model-never-moved",
+            Lint::ModelNeverMoved,
+            "a model an entry script builds (`m = Class(...)`), calls and never moves (every use known: its forward and module methods such as eval/load_state_dict/parameters), in a program whose own code or project modules use CUDA",
         ),
     ];
 

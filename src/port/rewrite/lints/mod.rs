@@ -10,7 +10,8 @@
 //! package; `ties.rs`: weights two modules share, moved to the TPU; `ddp.rs`: DDP's device
 //! index; `extension.rs`: imports of a CUDA extension the project compiles; `checkpoint.rs`:
 //! checkpoints loaded into a module with no `map_location`, safetensors loads onto a device;
-//! `configs.rs`: Lightning Trainers a Hydra config builds. Most findings are manual: the advice says what to change.
+//! `configs.rs`: Lightning Trainers a Hydra config builds; `unmoved.rs`: models an entry script
+//! never moves in a program that uses CUDA. Most findings are manual: the advice says what to change.
 
 mod checkpoint;
 mod compiled;
@@ -22,6 +23,7 @@ mod model;
 mod precision;
 mod programs;
 mod ties;
+mod unmoved;
 
 use ruff_python_ast::visitor::source_order::{SourceOrderVisitor, TraversalSignal, walk_expr};
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr, Stmt};
@@ -96,6 +98,7 @@ impl<'a> Checker<'a> {
                 Lint::StateLoadWithoutMapLocation => self.state_loads_without_map_location(),
                 Lint::SafetensorsDevice => self.safetensors_devices(),
                 Lint::TrainerFromConfig => self.trainers_from_configs(),
+                Lint::ModelNeverMoved => self.models_never_moved(),
                 // Judged over the whole run, not per file (`port::program`, the driver).
                 Lint::ProgramBlocked => vec![],
                 Lint::HalfPrecision => model::half_casts(self),
