@@ -25,17 +25,19 @@ fn code(lines: &[&str]) -> Value {
     ], "source": lines})
 }
 
+/// A notebook path in a folder of its own: the project around it (its pins, its other
+/// modules) is empty, so the forms are torch 2.15's.
+fn alone() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nb.ipynb");
+    (dir, path)
+}
+
 fn run(text: &str) -> Migrated {
     let rules = RuleSet::builtin();
     let index = RuleIndex::new(&rules);
-    migrate(
-        Path::new("nb.ipynb"),
-        text,
-        &rules,
-        &index,
-        Settings::default(),
-    )
-    .unwrap()
+    let (_dir, path) = alone();
+    migrate(&path, text, &rules, &index, Settings::default()).unwrap()
 }
 
 /// The notebook with every code cell's source emptied, to compare the rest.
@@ -131,7 +133,8 @@ fn text_and_json_findings_name_the_cell() {
         diff: true,
         show_source: true,
     };
-    let path = Path::new("nb.ipynb");
+    let (_dir, path) = alone();
+    let path = path.as_path();
     let r = process(
         path,
         "nb.ipynb",

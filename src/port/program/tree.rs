@@ -176,6 +176,44 @@ pub fn first_in_package(
     found
 }
 
+/// The folder a module's project spans, for what is true of the project as a whole (it runs on
+/// Apple silicon, it imports torchtext): the folder above its top package, or a loose module's
+/// own folder, walked into (set S: a root script beside `src/`, whose device helper picks "mps").
+pub fn project_of(path: &Path) -> PathBuf {
+    let dir = match top_package(path) {
+        Some(top) => top.parent().map(Path::to_path_buf),
+        None => path.parent().map(Path::to_path_buf),
+    }
+    .unwrap_or_default();
+    if dir.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        dir
+    }
+}
+
+/// The `.py` files of the project around `path` ([`project_of`]), sorted.
+pub fn project_files(path: &Path) -> Arc<Vec<PathBuf>> {
+    listing(&project_of(path), true)
+}
+
+/// [`first_in_package`] over the whole project ([`project_of`]).
+pub fn first_in_project(
+    picks: &PackagePicks,
+    path: &Path,
+    pick: impl Fn(&Path) -> bool,
+) -> Option<PathBuf> {
+    let project = project_of(path);
+    if let Some(known) = picks.lock().ok().and_then(|m| m.get(&project).cloned()) {
+        return known;
+    }
+    let found = listing(&project, true).iter().find(|f| pick(f)).cloned();
+    if let Ok(mut m) = picks.lock() {
+        m.insert(project, found.clone());
+    }
+    found
+}
+
 pub(super) fn listing(dir: &Path, nested: bool) -> Arc<Vec<PathBuf>> {
     let key = (dir.to_path_buf(), nested);
     if let Some(known) = LISTED.lock().ok().and_then(|l| l.get(&key).cloned()) {

@@ -314,8 +314,16 @@ impl<'a> Checker<'a> {
         if self.diags.iter().any(ported) {
             let guards = self.module_guards();
             let portable = self.target == Target::Portable;
-            let done =
-                together::keep_together(self.src, self.rules, &guards, &mut self.diags, portable);
+            let path = self.facts.path.as_deref();
+            let old_torch = || torch_pin::old_torch_note(path, self.src);
+            let done = together::keep_together(
+                self.src,
+                self.rules,
+                &guards,
+                &mut self.diags,
+                portable,
+                &old_torch,
+            );
             self.diags
                 .retain(|d| d.fix.is_some() || !done.contains(&d.range));
         }

@@ -230,7 +230,9 @@ impl Exprs {
     /// expression where it is short and on one line (both forms read in full), else the
     /// smallest expression holding `r` (a call rather than its callee); none inside an
     /// f-string.
-    pub(super) fn whole_for(&self, r: TextRange, src: &str) -> Option<Whole> {
+    /// `displayed`: a notebook, whose cells show their last expression's value (set S: an `if`
+    /// hid `torch.cuda.is_available()`'s True): expression statements stay expressions there.
+    pub(super) fn whole_for(&self, r: TextRange, src: &str, displayed: bool) -> Option<Whole> {
         let holding: Vec<&Expression> = self
             .all
             .iter()
@@ -245,7 +247,12 @@ impl Exprs {
         };
         if let Some(root) = holding.iter().find(|e| e.root && !e.fixed_place) {
             // A statement on a line of its own is written as an `if` statement.
-            if let Some(stmt) = root.statement {
+            let shown = displayed
+                && root.statement == Some(root.range)
+                && !src[root.range].starts_with("print("); // shows nothing either way
+            if let Some(stmt) = root.statement
+                && !shown
+            {
                 let line = &src[..usize::from(stmt.start())];
                 let indent = &line[line.rfind('\n').map_or(0, |i| i + 1)..];
                 let text = &src[stmt];
@@ -583,6 +590,7 @@ mod tests {
         let out = migrate_all_at(src, &path);
         assert!(out.contains("if hasattr(torch, \"accelerator\"):\n    n = torch.accelerator.device_count()\nelse:\n    n = torch.cuda.device_count()\n"), "{out}");
         let plain = "import torch\n\nn = torch.cuda.device_count()\n";
+        let dir = tempfile::tempdir().unwrap();
         let path = write(dir.path(), "other.py", plain);
         assert!(migrate_all_at(plain, &path).contains("\nn = torch.accelerator.device_count()\n"));
         write(dir.path(), "requirements.txt", "torchvision==0.15.2\n");

@@ -2,8 +2,9 @@
 //! is true on MPS and XPU, and `device_count()` counts them, so a CUDA test ported to those
 //! sends a CPU path of such a machine to MPS/XPU (set L: PyG's feature extractors and LLM
 //! wrapper moved from the CPU to MPS on a Mac). Where the project selects "mps" or "xpu"
-//! somewhere else (its own device helper), that machine is one it was written for, and such
-//! fixes become unsafe. A module that names MPS/XPU itself is left to the chain rules, which
+//! somewhere else (its own device helper, anywhere in the project: set S's root scripts beside
+//! a `src/` whose helper picks "mps"), that machine is one it was written for, and such fixes
+//! become unsafe. A module that names MPS/XPU itself is left to the chain rules, which
 //! keep its MPS branch ahead of the accelerator's.
 
 use std::path::{Path, PathBuf};
@@ -39,7 +40,7 @@ fn asks_any_accelerator(content: &str) -> bool {
     asks > 0 && !(asks == 1 && content.contains(MOVES_NO_WORK))
 }
 
-/// Package folder → the first of its files that selects MPS or XPU, for the packages read.
+/// Project folder → the first of its files that selects MPS or XPU, for the projects read.
 static PACKAGES: crate::port::program::tree::PackagePicks = LazyLock::new(Default::default);
 
 /// Forget the packages read (the start of a run: [`super::forget`]).
@@ -49,9 +50,10 @@ pub(super) fn forget() {
     }
 }
 
-/// The file of the project around `path` (its package, or its folder) that selects MPS or XPU.
+/// The file of the project around `path` (the folder above its top package, or a loose
+/// module's folder, walked into) that selects MPS or XPU.
 fn selecting_file(path: &Path) -> Option<PathBuf> {
-    crate::port::program::tree::first_in_package(&PACKAGES, path, |f| {
+    crate::port::program::tree::first_in_project(&PACKAGES, path, |f| {
         std::fs::read_to_string(f).is_ok_and(|t| SELECTS_OTHER.is_match(&t))
     })
 }
@@ -75,10 +77,8 @@ pub(in crate::port::rewrite) fn keep_other_accelerators(
     let Some(file) = selecting_file(path) else {
         return;
     };
-    let shown = file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let project = crate::port::program::tree::project_of(path);
+    let shown = crate::port::program::tree::shown(&file, &project);
     let note = format!(
         "unsafe: this project also runs on Apple silicon or Intel GPUs ({shown} selects \"mps\" \
          or \"xpu\"), where torch.accelerator is available too: the ported test would move this \
@@ -110,6 +110,20 @@ mod tests {
         let path = write(other.path(), "pkg/features.py", src);
         write(other.path(), "pkg/__init__.py", "");
         assert!(migrate_all_at(src, &path).contains("torch.accelerator.is_available()"));
+    }
+
+    #[test]
+    fn a_root_script_stays_where_a_module_below_it_selects_mps() {
+        let src = "import torch\n\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "train.py", src);
+        write(
+            dir.path(),
+            "src/utils/device.py",
+            "import torch\n\n\ndef best():\n    return \"mps\" if torch.backends.mps.is_available() else \"cpu\"\n",
+        );
+        let out = migrate_all_at(src, &path);
+        assert!(out.contains("torch.cuda.is_available()"), "{out}");
     }
 
     #[test]

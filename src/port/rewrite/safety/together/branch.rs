@@ -15,6 +15,11 @@ use crate::port::rules::FixClass;
 /// The test of the added branch.
 const AVAILABLE: &str = "torch.accelerator.is_available()";
 
+/// The test where the project supports a torch without `torch.accelerator` (set S: a chain in
+/// a project declaring `torch>=2.0` raised AttributeError where torch 2.0 took its CPU branch).
+const AVAILABLE_IF_ANY: &str =
+    "hasattr(torch, \"accelerator\") and torch.accelerator.is_available()";
+
 /// Does the chain already ask for an accelerator (a branch added before)?
 pub(super) fn has_accelerator_branch(src: &str, chain: &[TextRange]) -> Option<TextRange> {
     chain
@@ -23,8 +28,14 @@ pub(super) fn has_accelerator_branch(src: &str, chain: &[TextRange]) -> Option<T
         .find(|t| src[*t].contains("accelerator.is_available"))
 }
 
-/// The fix that adds the accelerator branch to the chain `b`.
-pub(super) fn accelerator_branch(src: &str, b: &Branch) -> Option<Fix> {
+/// The fix that adds the accelerator branch to the chain `b`; `old_torch`: tested for
+/// `torch.accelerator` first, so a torch without one takes the chain's last clause, as before.
+pub(super) fn accelerator_branch(src: &str, b: &Branch, old_torch: bool) -> Option<Fix> {
+    let available = if old_torch {
+        AVAILABLE_IF_ANY
+    } else {
+        AVAILABLE
+    };
     let eol = if src.contains("\r\n") { "\r\n" } else { "\n" };
     let edit = match b.kind {
         BranchKind::Stmt { start, before, end } => {
@@ -38,7 +49,7 @@ pub(super) fn accelerator_branch(src: &str, b: &Branch) -> Option<Fix> {
                 return None;
             }
             let body = &src[body_line.to_usize()..b.body.end().to_usize()];
-            let head = format!("{indent}elif {AVAILABLE}:{eol}{body}");
+            let head = format!("{indent}elif {available}:{eol}{body}");
             match before {
                 Some(at) => {
                     let at = line_start(src, at);
@@ -52,7 +63,7 @@ pub(super) fn accelerator_branch(src: &str, b: &Branch) -> Option<Fix> {
         }
         BranchKind::Expr { last } => Edit::replace(
             last,
-            format!("{} if {AVAILABLE} else {}", &src[b.body], &src[last]),
+            format!("{} if {available} else {}", &src[b.body], &src[last]),
         ),
     };
     Some(Fix {

@@ -141,6 +141,7 @@ pub(in crate::port::rewrite) fn keep_together(
     g: &Guards,
     diags: &mut [Diagnostic],
     portable: bool,
+    old_torch: &dyn Fn() -> Option<String>,
 ) -> Vec<TextRange> {
     let mut done = vec![];
     let family = |d: &Diagnostic| rules.rules[d.rule].family.as_str();
@@ -296,7 +297,10 @@ pub(in crate::port::rewrite) fn keep_together(
                         .iter()
                         .find(|b| b.test == guard.test)
                         .filter(|_| portable && added.is_none())
-                        .and_then(|b| branch::accelerator_branch(src, b));
+                        .and_then(|b| {
+                            let old = old_torch();
+                            Some((branch::accelerator_branch(src, b, old.is_some())?, old))
+                        });
                     let note = match added {
                         Some(at) if portable => format!(
                             "not rewritten: this chain also tests for another backend (line {}: \
@@ -315,11 +319,11 @@ pub(in crate::port::rewrite) fn keep_together(
                         ),
                     };
                     match fix {
-                        Some(fix) => {
+                        Some((fix, old)) => {
                             for d in diags.iter_mut().filter(|d| check(d)) {
                                 if d.fix.as_ref().map(|f| &f.edits) != Some(&fix.edits) {
                                     d.fix = Some(fix.clone());
-                                    d.note = None;
+                                    d.note = old.clone();
                                     changed = true;
                                 }
                             }

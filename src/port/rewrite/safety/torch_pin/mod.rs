@@ -6,8 +6,8 @@
 //! a project pinning torch 2.7.1, at every checkpoint save). Such fixes become unsafe, with a
 //! note naming the pin.
 //!
-//! The pins read: `*requirement*.txt`, `pyproject.toml`, `setup.py`, `setup.cfg`,
-//! `environment*.yml`, `Dockerfile`, `Pipfile` and the lock files (`Pipfile.lock`,
+//! The pins read: `*requirement*.txt`, `pyproject.toml`, `setup.py`, `setup.cfg`, conda
+//! environments (any `*.yml`/`*.yaml` with `dependencies:`), `Dockerfile`, `Pipfile` and the lock files (`Pipfile.lock`,
 //! `poetry.lock`, `uv.lock`, `pdm.lock`), the `pip install` lines of notebooks, the torch
 //! versions a README says in prose ("Requirements: PyTorch 1.12+ or 2.x", "torch >= 1.6": set
 //! N, where a README was the only place a project said it supports torch 1.2) and the versions
@@ -72,9 +72,20 @@ fn is_pin_file(name: &str) -> bool {
                 | "uv.lock"
                 | "pdm.lock"
         )
-        || (name.starts_with("environment") && (name.ends_with(".yml") || name.ends_with(".yaml")))
+        || is_yaml(name)
         || name.ends_with(".ipynb")
         || name == ".python-version"
+}
+
+/// A YAML file: a conda environment under any name (`environment.yml`, set S's
+/// `Pytorch-Transformer.yaml`) when its text has `dependencies:`; other YAML says nothing.
+fn is_yaml(name: &str) -> bool {
+    name.ends_with(".yml") || name.ends_with(".yaml")
+}
+
+/// A conda environment's text (a YAML file with `dependencies:` at column 0).
+fn is_conda_environment(text: &str) -> bool {
+    text.starts_with("dependencies:") || text.contains("\ndependencies:")
 }
 
 /// Folder → the oldest torch its pin files allow, and the file that says so.
@@ -85,6 +96,9 @@ static FOLDERS: LazyLock<Mutex<HashMap<PathBuf, Oldest>>> = LazyLock::new(Defaul
 pub(super) fn forget() {
     if let Ok(mut f) = FOLDERS.lock() {
         f.clear();
+    }
+    if let Ok(mut t) = TEXT_USERS.lock() {
+        t.clear();
     }
 }
 
@@ -121,6 +135,11 @@ fn oldest_in_folder(dir: &Path) -> Oldest {
         });
         for f in files {
             let text = std::fs::read_to_string(&f).unwrap_or_default();
+            let name = f.file_name().unwrap_or_default().to_string_lossy();
+            let own = f.parent() == Some(dir);
+            if own && is_yaml(&name) && name != ".travis.yml" && !is_conda_environment(&text) {
+                continue;
+            }
             // A notebook's pins are its install lines (`!pip install torch==2.7.1`).
             let cap = if f.extension().is_some_and(|x| x == "ipynb") {
                 text.split("\\n")
@@ -137,12 +156,11 @@ fn oldest_in_folder(dir: &Path) -> Oldest {
                         )
                     })
             } else {
-                let name = f.file_name().unwrap_or_default().to_string_lossy();
                 // Prose is read where a project writes it, and in conda's and Docker's
                 // spellings; not in a setup.py's comments ("such as pytorch 2.3 + cuda 12.1").
                 let spelled = is_readme(&name)
                     || name == "Dockerfile"
-                    || (name.starts_with("environment") && !name.ends_with(".ipynb"));
+                    || (own && is_yaml(&name) && is_conda_environment(&text));
                 let torch = oldest_in(&text)
                     .into_iter()
                     .chain(companions_in(&text).filter(|_| !is_readme(&name)))
@@ -259,6 +277,82 @@ static TORCHTEXT: LazyLock<regex::Regex> = LazyLock::new(|| {
     regex::Regex::new(r"(?m)^[ \t]*(?:import|from)[ \t]+torchtext(?-u:\b)").unwrap()
 });
 
+/// `import torchtext.legacy`, `from torchtext.legacy.data import Field`: torchtext 0.9-0.11.
+static TORCHTEXT_LEGACY: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(r"(?m)^[ \t]*(?:import|from)[ \t]+torchtext\.legacy(?-u:\b)").unwrap()
+});
+
+/// What importing torchtext says of the torch a text runs: torchtext.legacy (0.9-0.11) runs
+/// torch 1.10 at most, any other torchtext its last release's torch, 2.3 (LIB026).
+fn torchtext_torch(text: &str) -> Option<(Version, &'static str)> {
+    if !text.contains("torchtext") {
+        return None;
+    }
+    if TORCHTEXT_LEGACY.is_match(text) {
+        return Some((
+            (1, 10),
+            "torchtext.legacy, gone from torchtext 0.12 on: torch 1.10 at most",
+        ));
+    }
+    TORCHTEXT
+        .is_match(text)
+        .then_some(((2, 3), "torchtext, whose last release needs torch 2.3"))
+}
+
+/// Project folder → its oldest torch said by a torchtext import, and the file.
+static TEXT_USERS: LazyLock<Mutex<HashMap<PathBuf, Oldest>>> = LazyLock::new(Default::default);
+
+/// The torch the project's torchtext imports allow (set S: the module that imports
+/// torchtext.legacy is the data loader; the fixes are in the config module beside it).
+fn torchtext_in_project(path: &Path) -> Oldest {
+    let project = crate::port::program::tree::project_of(path);
+    // Held while the project is read: the modules of one project wait for its one reading.
+    let Ok(mut known) = TEXT_USERS.lock() else {
+        return None;
+    };
+    if let Some(found) = known.get(&project) {
+        return found.clone();
+    }
+    let found = crate::port::program::tree::project_files(path)
+        .iter()
+        .filter_map(|f| {
+            let text = std::fs::read_to_string(f).ok()?;
+            let (v, what) = torchtext_torch(&text)?;
+            let shown = crate::port::program::tree::shown(f, &project);
+            Some((v, format!("{shown} imports {what}")))
+        })
+        .min_by_key(|(v, _)| *v);
+    known.insert(project, found.clone());
+    found
+}
+
+/// The oldest torch the project around `path` supports, and where it says so: its pin files,
+/// and torchtext imported by this module or any module of the project.
+pub(in crate::port::rewrite) fn supported_torch(path: &Path, src: &str) -> Oldest {
+    let own = torchtext_torch(src).map(|(v, what)| (v, format!("it imports {what}")));
+    oldest_in_project(path)
+        .into_iter()
+        .chain(own)
+        .chain(torchtext_in_project(path))
+        .min_by_key(|(v, _)| *v)
+}
+
+/// Where the project supports a torch without `torch.accelerator`: the note of a fix that keeps
+/// its original beside the accelerator's form (an accelerator branch added to a device chain is
+/// tested `hasattr(torch, "accelerator") and ...`).
+pub(in crate::port::rewrite) fn old_torch_note(path: Option<&Path>, src: &str) -> Option<String> {
+    let (v, shown) = supported_torch(path?, src)?;
+    (v < (2, 6)).then(|| no_accelerator_note(v, &shown))
+}
+
+fn no_accelerator_note((major, minor): Version, shown: &str) -> String {
+    format!(
+        "this project supports torch {major}.{minor} ({shown}), which has no torch.accelerator: \
+         the fix keeps the original where torch has none (`{}`)",
+        super::old_torch::PROBE
+    )
+}
+
 const CURRENT: &str = "torch.accelerator.current_accelerator()";
 
 /// A form that counts on `current_accelerator()` answering None without an accelerator
@@ -306,23 +400,13 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
     if !diags.iter().any(|d| needs(d).is_some()) {
         return;
     }
-    // A module importing torchtext runs the torch its last release was built for (LIB026).
-    let code = (src.contains("torchtext") && TORCHTEXT.is_match(src)).then(|| {
-        (
-            (2, 3),
-            "it imports torchtext, whose last release needs torch 2.3".to_string(),
-        )
-    });
-    let Some(((major, minor), shown)) = oldest_in_project(path)
-        .into_iter()
-        .chain(code)
-        .min_by_key(|(v, _)| *v)
-    else {
+    let Some(((major, minor), shown)) = supported_torch(path, src) else {
         return;
     };
     // Where a form needs torch.accelerator itself (2.6), the fix can keep the old torch's form
     // beside it (old_torch.rs): the fixes inside one expression are written together.
     let exprs = exprs.get_or_init(|| super::old_torch::Exprs::of(body, src));
+    let notebook = path.extension().is_some_and(|x| x == "ipynb");
     let mut kept: HashMap<usize, Fix> = HashMap::new();
     let mut groups: Vec<(super::old_torch::Whole, Vec<usize>)> = vec![];
     for (i, d) in diags.iter().enumerate() {
@@ -336,7 +420,7 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
             kept.insert(i, inserted);
             continue;
         }
-        let Some(whole) = exprs.whole_for(fix.range(), src) else {
+        let Some(whole) = exprs.whole_for(fix.range(), src, notebook) else {
             continue;
         };
         match groups.iter_mut().find(|(r, _)| *r == whole) {
@@ -378,12 +462,7 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
                      `current_accelerator()` raises without an accelerator (2.7 answers None): \
                      the fix keeps the original on that torch"
                 ),
-                false => format!(
-                    "this project supports torch {major}.{minor} ({shown}), which has no \
-                     torch.accelerator: the fix keeps the original where torch has none \
-                     (`{}`)",
-                    super::old_torch::PROBE
-                ),
+                false => no_accelerator_note((major, minor), &shown),
             });
             continue;
         }
@@ -403,66 +482,4 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
 }
 
 #[cfg(test)]
-mod tests {
-    use crate::port::test_support::{migrate_all_at, write};
-
-    const SRC: &str =
-        "import torch\nstates = torch.cuda.get_rng_state_all()\nn = torch.cuda.device_count()\n";
-
-    /// The port of [`SRC`] as `name` in a fresh folder holding `pin` (a file name and its text).
-    fn port_beside(name: &str, text: &str, pin: Option<(&str, &str)>) -> String {
-        let dir = tempfile::tempdir().unwrap();
-        let path = write(dir.path(), name, text);
-        if let Some((file, pin)) = pin {
-            write(dir.path(), file, pin);
-        }
-        migrate_all_at(text, &path)
-    }
-
-    #[test]
-    fn a_form_newer_than_the_oldest_supported_torch_is_unsafe() {
-        let out = port_beside(
-            "train.py",
-            SRC,
-            Some(("requirements.txt", "torch==2.7.1\n")),
-        );
-        assert!(out.contains("torch.cuda.get_rng_state_all()"), "{out}");
-        assert!(out.contains("torch.accelerator.device_count()"), "{out}");
-        let out = port_beside("train.py", SRC, Some(("requirements.txt", "torch>=2.13\n")));
-        assert!(
-            out.contains("torch.accelerator.random.get_rng_state_all()"),
-            "{out}"
-        );
-        // A library declaring an older minimum keeps its CUDA calls.
-        let out = port_beside(
-            "lib.py",
-            SRC,
-            Some(("pyproject.toml", "dependencies = [\"torch>=2.0\"]\n")),
-        );
-        assert!(out.contains("torch.cuda.device_count()"), "{out}");
-        // A README that says so in prose.
-        let out = port_beside(
-            "train.py",
-            SRC,
-            Some(("README.md", "Requirements: PyTorch 1.12+ or 2.x\n")),
-        );
-        assert!(out.contains("torch.cuda.device_count()"), "{out}");
-        // With neither, the forms are torch 2.15's.
-        let out = port_beside("train.py", SRC, None);
-        assert!(out.contains("torch.accelerator.device_count()"), "{out}");
-    }
-
-    #[test]
-    fn a_new_run_reads_a_changed_pin() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = write(dir.path(), "train.py", SRC);
-        write(dir.path(), "requirements.txt", "torch==2.7.1\n");
-        assert!(migrate_all_at(SRC, &path).contains("torch.cuda.get_rng_state_all()"));
-        // `migrate --watch` runs again after the pin changed: the folder is read afresh.
-        std::fs::write(dir.path().join("requirements.txt"), "torch>=2.13\n").unwrap();
-        super::super::forget();
-        assert!(
-            migrate_all_at(SRC, &path).contains("torch.accelerator.random.get_rng_state_all()")
-        );
-    }
-}
+mod tests;

@@ -31,9 +31,10 @@ static TESTED: LazyLock<Regex> = LazyLock::new(|| {
 static DOTTED: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r#"(?:^|[\s\[,'"])(\d)\.(\d+)"#).unwrap());
 
-/// tox's environments: `envlist = py36, py37`.
+/// tox's environments: `envlist = py36, py37`, `envlist = py{36,37}-torch{14,15}`.
 static TOX: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^envlist[ \t]*=([^\n]*)").unwrap());
-static TOX_ENV: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\bpy(\d)(\d+)\b").unwrap());
+static TOX_ENV: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\bpy(?:(\d)(\d+)\b|\{([\d, \t]+)\})").unwrap());
 
 /// `numpy==1.16.4`: an exact pin of a numpy older than 1.19.3 installs on Python 3.8 at most.
 static NUMPY: LazyLock<Regex> = LazyLock::new(|| {
@@ -89,8 +90,17 @@ fn oldest_python(text: &str, name: &str) -> Option<((u32, u32), String)> {
         && let Some(c) = TOX.captures(text)
     {
         for v in TOX_ENV.captures_iter(&c[1]) {
-            if let (Some(major), Some(minor)) = (num(v.get(1)), num(v.get(2))) {
-                found.push(((major, minor), format!("tested on Python {major}.{minor}")));
+            let braced = v.get(3).map_or("", |m| m.as_str());
+            let pairs = braced
+                .split(',')
+                .map(str::trim)
+                .filter(|d| d.len() >= 2 && d.is_ascii())
+                .map(|d| (d[..1].parse::<u32>().ok(), d[1..].parse::<u32>().ok()))
+                .chain([(num(v.get(1)), num(v.get(2)))]);
+            for (major, minor) in pairs {
+                if let (Some(major), Some(minor)) = (major, minor) {
+                    found.push(((major, minor), format!("tested on Python {major}.{minor}")));
+                }
             }
         }
     }
@@ -171,6 +181,15 @@ mod tests {
             t("[tox]\nenvlist = py37, py38\n", "tox.ini").map(|x| x.0),
             Some((1, 13))
         );
+        assert_eq!(
+            t(
+                "[tox]\nenvlist = py{38,39,310}-torch{24,26}, lint\n",
+                "tox.ini"
+            )
+            .map(|x| x.0),
+            Some((2, 4))
+        );
+        assert_eq!(t("[tox]\nenvlist = py{39, 310}\n", "tox.ini"), None);
         let (v, w) = t(
             "tensorboardX\nnumpy==1.16.4\nPillow==6.2.0\n",
             "requirements.txt",

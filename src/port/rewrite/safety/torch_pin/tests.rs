@@ -1,0 +1,136 @@
+//! The torch a project supports, read from its files, and the fixes kept within it.
+
+use crate::port::test_support::{migrate_all_at, write};
+
+const SRC: &str =
+    "import torch\nstates = torch.cuda.get_rng_state_all()\nn = torch.cuda.device_count()\n";
+
+/// The port of [`SRC`] as `name` in a fresh folder holding `pin` (a file name and its text).
+fn port_beside(name: &str, text: &str, pin: Option<(&str, &str)>) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), name, text);
+    if let Some((file, pin)) = pin {
+        write(dir.path(), file, pin);
+    }
+    migrate_all_at(text, &path)
+}
+
+#[test]
+fn a_form_newer_than_the_oldest_supported_torch_is_unsafe() {
+    let out = port_beside(
+        "train.py",
+        SRC,
+        Some(("requirements.txt", "torch==2.7.1\n")),
+    );
+    assert!(out.contains("torch.cuda.get_rng_state_all()"), "{out}");
+    assert!(out.contains("torch.accelerator.device_count()"), "{out}");
+    let out = port_beside("train.py", SRC, Some(("requirements.txt", "torch>=2.13\n")));
+    assert!(
+        out.contains("torch.accelerator.random.get_rng_state_all()"),
+        "{out}"
+    );
+    // A library declaring an older minimum keeps its CUDA calls.
+    let out = port_beside(
+        "lib.py",
+        SRC,
+        Some(("pyproject.toml", "dependencies = [\"torch>=2.0\"]\n")),
+    );
+    assert!(out.contains("torch.cuda.device_count()"), "{out}");
+    // A README that says so in prose.
+    let out = port_beside(
+        "train.py",
+        SRC,
+        Some(("README.md", "Requirements: PyTorch 1.12+ or 2.x\n")),
+    );
+    assert!(out.contains("torch.cuda.device_count()"), "{out}");
+    // With neither, the forms are torch 2.15's.
+    let out = port_beside("train.py", SRC, None);
+    assert!(out.contains("torch.accelerator.device_count()"), "{out}");
+}
+
+#[test]
+fn a_new_run_reads_a_changed_pin() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "train.py", SRC);
+    write(dir.path(), "requirements.txt", "torch==2.7.1\n");
+    assert!(migrate_all_at(SRC, &path).contains("torch.cuda.get_rng_state_all()"));
+    // `migrate --watch` runs again after the pin changed: the folder is read afresh.
+    std::fs::write(dir.path().join("requirements.txt"), "torch>=2.13\n").unwrap();
+    super::super::forget();
+    assert!(migrate_all_at(SRC, &path).contains("torch.accelerator.random.get_rng_state_all()"));
+}
+
+#[test]
+fn torchtext_anywhere_in_the_project_bounds_its_torch() {
+    // The data loader imports torchtext.legacy (torchtext 0.9-0.11: torch 1.10 at most); the
+    // device is chosen in the config module beside it, which imports no torchtext.
+    let src =
+        "import torch\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n";
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "conf.py", src);
+    write(
+        dir.path(),
+        "utils/data_loader.py",
+        "from torchtext.legacy.data import Field\n",
+    );
+    let out = migrate_all_at(src, &path);
+    assert!(
+        out.contains("if hasattr(torch, \"accelerator\"):")
+            && out.contains("torch.cuda.is_available() else \"cpu\")"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_conda_environment_under_any_name_is_read() {
+    let env = "name: Pytorch-Transformer\ndependencies:\n  - python=3.6.15=hb7a2778_0_cpython\n  - pytorch=1.10.2=py3.6_cuda10.2_cudnn7.6.5_0\n";
+    let out = port_beside("train.py", SRC, Some(("Pytorch-Transformer.yaml", env)));
+    assert!(out.contains("torch.cuda.device_count()"), "{out}");
+    // Other YAML (a model config) says nothing about torch.
+    let config = "model:\n  name: pytorch=1.10\n";
+    let out = port_beside("train.py", SRC, Some(("config.yaml", config)));
+    assert!(!out.contains("torch.cuda.device_count()"), "{out}");
+}
+
+#[test]
+fn an_accelerator_branch_added_to_a_chain_asks_for_torch_accelerator_on_old_torch() {
+    let src = "import torch\n\n\ndef get_device():\n    if torch.cuda.is_available():\n        return \"cuda\"\n    elif torch.backends.mps.is_available():\n        return \"mps\"\n    else:\n        return \"cpu\"\n";
+    let out = port_beside("dev.py", src, Some(("requirements.txt", "torch>=2.0.0\n")));
+    assert!(
+        out.contains(
+            "    elif hasattr(torch, \"accelerator\") and torch.accelerator.is_available():\n"
+        ),
+        "{out}"
+    );
+    let out = port_beside("dev.py", src, None);
+    assert!(
+        out.contains("    elif torch.accelerator.is_available():\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_notebook_cell_keeps_showing_its_last_value() {
+    // A notebook's code, as its cells give it to the rules.
+    let cell = "import torch\ntorch.cuda.is_available()\nprint(torch.cuda.device_count())\n";
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "requirements.txt", "torch==2.3.0\n");
+    let out = migrate_all_at(cell, &dir.path().join("check.ipynb"));
+    assert!(
+        out.contains("\n(torch.accelerator.is_available() if hasattr(torch, \"accelerator\") else torch.cuda.is_available())\n"),
+        "{out}"
+    );
+    // `print` shows nothing either way: the plainer `if` statement.
+    assert!(
+        out.contains("\nif hasattr(torch, \"accelerator\"):\n    print("),
+        "{out}"
+    );
+    // A script shows nothing: the `if` statement.
+    let out = migrate_all_at(cell, &dir.path().join("check.py"));
+    assert!(
+        out.contains(
+            "\nif hasattr(torch, \"accelerator\"):\n    torch.accelerator.is_available()\n"
+        ),
+        "{out}"
+    );
+}
