@@ -89,7 +89,10 @@ impl Target for Migrate {
                 Port::Portable
             },
         };
-        let path = Path::new("fuzz.py");
+        // The file the driver writes: the library reads the same project around it (an empty
+        // folder but for the file itself), not the working folder's.
+        let file = self.dir.path().join("fuzz.py");
+        let path = file.as_path();
         let expected: Vec<u8> = match files::decode_source(path, input.to_vec()) {
             Err(issue) => {
                 if issue.message.is_empty() || issue.location.is_none() {

@@ -12,7 +12,10 @@
 //! already exists, on that one's device, so on CUDA the module ends with the same values on the
 //! same device as before (an optimizer's `load_state_dict` casts its state to its parameters'
 //! devices too), and on a TPU the load no longer needs CUDA. A checkpoint kept in a variable is
-//! not rewritten: its other entries may be used as they were loaded. Where the program defines
+//! not rewritten: its other entries may be used as they were loaded; in a module that uses
+//! CUDA it is reported (no fix), unless a CUDA test selects the load (set T: a decoder's
+//! `saved = torch.load(opt.start_from)` left five evaluation scripts half-ported, unreported).
+//! Where the program defines
 //! its own `load_state_dict` (this module, or a project module it imports: an EMA helper may
 //! keep the loaded tensors as they are), the fix is unsafe.
 //!
@@ -188,6 +191,16 @@ impl Checker<'_> {
             let Some((at, comma)) = self.plain_torch_load(load) else {
                 return;
             };
+            // Not rewritten below: reported where the module uses CUDA (its checkpoints are
+            // likely saved there), unless a CUDA test selects this load (its `else` loads
+            // elsewhere: set T).
+            let kept = || {
+                let guarded = stack.iter().any(|n| {
+                    matches!(n, AnyNodeRef::StmtIf(i) if self.text(i.test.range()).contains("cuda"))
+                });
+                (self.src.contains("cuda") && !guarded)
+                    .then(|| Found::with(load.range(), String::new()))
+            };
             let blocks = match stack.last() {
                 Some(parent) => crate::port::parse::child_bodies(*parent),
                 None => vec![self.parsed.module.body.as_slice()],
@@ -196,19 +209,22 @@ impl Checker<'_> {
                 let pos = b.iter().position(|s| s.range() == a.range)?;
                 Some((b, pos))
             }) else {
+                out.extend(kept());
                 return;
             };
-            let Some(device) = block[pos + 1..]
+            let device = block[pos + 1..]
                 .iter()
                 .take(3)
-                .find_map(|s| moved_to(s, x.id.as_str()))
-            else {
+                .find_map(|s| moved_to(s, x.id.as_str()));
+            let Some(Expr::Name(root)) = device else {
+                out.extend(kept());
                 return;
             };
-            let Expr::Name(root) = device else { return };
             if !self.device_bound_before(root.id.as_str(), x, a.start()) {
+                out.extend(kept());
                 return;
             }
+            let Some(device) = device else { return };
             let d = self.text(device.range());
             out.push(Found {
                 range: load.range(),

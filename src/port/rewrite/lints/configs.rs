@@ -7,8 +7,8 @@
 //! that builds the trainer (its argument or its target names a trainer) and names the YAML file
 //! and line, with the accelerator the config sets.
 //!
-//! The configs looked at: the `.yaml`/`.yml` files in the script's folder and the folders
-//! under it (4 levels, hidden folders skipped, files over 1 MB skipped), read once per folder
+//! The configs looked at: the `.yaml`/`.yml` files of the script's project (the folder above its
+//! top package, or a loose script's folder) and the folders under it (4 levels, hidden folders skipped, files over 1 MB skipped), read once per folder
 //! in a run.
 
 use std::collections::HashMap;
@@ -34,6 +34,10 @@ static TARGET: LazyLock<Regex> = LazyLock::new(|| {
 static ACCELERATOR: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r#"(?m)^[ \t]*accelerator[ \t]*:[ \t]*['"]?([\w${}.:]+)"#).unwrap()
 });
+
+/// Lightning 1.x's device count (`gpus: 1`), where no accelerator is set.
+static GPUS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r#"(?m)^[ \t]*gpus[ \t]*:[ \t]*['"]?([\w${}.:-]+)"#).unwrap());
 
 /// Hydra's builders.
 const INSTANTIATE: &[&str] = &["hydra.utils.instantiate", "hydra.utils.call"];
@@ -83,7 +87,8 @@ fn trainer_config(dir: &Path) -> TrainerConfig {
                     let line = text[..m.start()].matches('\n').count() + 1;
                     let accelerator = ACCELERATOR
                         .captures(&text[m.start()..])
-                        .map(|c| c[1].to_string());
+                        .map(|c| c[1].to_string())
+                        .or_else(|| GPUS.captures(&text).map(|c| format!("gpus: {}", &c[1])));
                     found = Some((p, line, accelerator));
                     break 'levels;
                 }
@@ -124,12 +129,14 @@ impl Checker<'_> {
         if calls.is_empty() {
             return vec![];
         }
+        // The project's configs: a pipeline module in a package (`src/training_pipeline.py`)
+        // reads the `configs/` beside the package (set T).
         let Some(dir) = self
             .facts
             .path
             .as_deref()
             .and_then(|p| std::path::absolute(p).ok())
-            .and_then(|p| p.parent().map(Path::to_path_buf))
+            .map(|p| crate::port::program::tree::project_of(&p))
         else {
             return vec![];
         };

@@ -1,6 +1,7 @@
 //! DEV021: a model an entry script builds, calls and never moves, in a program that uses CUDA.
 //!
-//! `classify_net = Classify(...)`, then `classify_net(x)`, with no `.to()`/`.cuda()` and the name
+//! `classify_net = Classify(...)` (or a whole model loaded onto the CPU, `torch.load(p,
+//! map_location="cpu")`), then `classify_net(x)`, with no `.to()`/`.cuda()` and the name
 //! never handed to anything that could move it (a helper, a wrapper, a trainer), while the
 //! program uses CUDA: its own code or a project module it imports puts tensors on a GPU. On the
 //! GPU machine the model ran on the CPU (or failed where it met a CUDA tensor); after the port
@@ -114,10 +115,14 @@ impl Checker<'_> {
                 Expr::Attribute(x) => x.attr.as_str(),
                 _ => return,
             };
+            // A whole model loaded onto the CPU counts too (`model = torch.load(p,
+            // map_location="cpu")`, set T), not one loaded onto a device.
+            let loaded = class == "load" && self.src[call.func.range()].ends_with("torch.load");
             let args = &self.src[call.arguments.range()];
-            if !class.starts_with(|c: char| c.is_ascii_uppercase())
+            if !(loaded || class.starts_with(|c: char| c.is_ascii_uppercase()))
                 || args.contains("device")
                 || args.contains("cuda")
+                || (loaded && !(args.contains("\"cpu\"") || args.contains("'cpu'")))
             {
                 return;
             }
@@ -222,6 +227,12 @@ mod tests {
                 "4: `net` is a model this script builds, calls and never moves to a device, while the program uses CUDA (in model/layers.py): on a TPU its parameters stay on the CPU"
             ]
         );
+        // A whole model loaded onto the CPU is one too.
+        let loaded = SCRIPT.replace(
+            "net = Net()\n",
+            "net = torch.load('m.pt', map_location='cpu')\n",
+        );
+        assert_eq!(dev021(root, &loaded).len(), 1);
         // A model that moves itself, a script that moves it, hands it on or binds it twice.
         let own = layers.replace(
             "    def forward",

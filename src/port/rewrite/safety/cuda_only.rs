@@ -90,6 +90,9 @@ pub(in crate::port::rewrite) const CUDA_ONLY_ROOTS: &[&str] = &[
     "torch_scatter",
     "torch_sparse",
     "torch_cluster",
+    // Banded and semiring matrix kernels in CUDA (torch-struct's); a profiler of CUDA memory.
+    "genbmm",
+    "pytorch_memlab",
     // NVIDIA's cuda-python (`import cuda.bindings.driver as cuda`).
     "cuda.bindings",
     "cuda.core",

@@ -66,7 +66,6 @@ pub(in crate::port::rewrite) mod triton_guard;
 pub fn forget() {
     device_libraries::forget();
     torch_pin::forget();
-    other_accelerators::forget();
 }
 
 use ruff_python_ast::{self as ast, Expr};

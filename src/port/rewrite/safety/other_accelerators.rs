@@ -7,7 +7,7 @@
 //! become unsafe. A module that names MPS/XPU itself is left to the chain rules, which
 //! keep its MPS branch ahead of the accelerator's.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -40,22 +40,9 @@ fn asks_any_accelerator(content: &str) -> bool {
     asks > 0 && !(asks == 1 && content.contains(MOVES_NO_WORK))
 }
 
-/// Project folder → the first of its files that selects MPS or XPU, for the projects read.
-static PACKAGES: crate::port::program::tree::PackagePicks = LazyLock::new(Default::default);
-
-/// Forget the packages read (the start of a run: [`super::forget`]).
-pub(super) fn forget() {
-    if let Ok(mut p) = PACKAGES.lock() {
-        p.clear();
-    }
-}
-
-/// The file of the project around `path` (the folder above its top package, or a loose
-/// module's folder, walked into) that selects MPS or XPU.
-fn selecting_file(path: &Path) -> Option<PathBuf> {
-    crate::port::program::tree::first_in_project(&PACKAGES, path, |f| {
-        std::fs::read_to_string(f).is_ok_and(|t| SELECTS_OTHER.is_match(&t))
-    })
+/// Does this text select Apple's or Intel's accelerator?
+pub(super) fn selects_other(text: &str) -> bool {
+    (text.contains("mps") || text.contains("xpu")) && SELECTS_OTHER.is_match(text)
 }
 
 /// Make unsafe the fixes that ask `torch.accelerator` whether there is one, in a project that
@@ -74,7 +61,7 @@ pub(in crate::port::rewrite) fn keep_other_accelerators(
     if !diags.iter().any(asks) || SELECTS_OTHER.is_match(src) {
         return;
     }
-    let Some(file) = selecting_file(path) else {
+    let Some(file) = super::torch_pin::code::selecting_other(path) else {
         return;
     };
     let project = crate::port::program::tree::project_of(path);

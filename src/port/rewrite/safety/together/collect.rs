@@ -86,6 +86,15 @@ pub(super) fn block(stmts: &[ast::Stmt]) -> Option<TextRange> {
     Some(TextRange::new(first.start(), last.end()))
 }
 
+/// `torch.load(...)` with no `map_location`: its tensors go back to the devices they were saved
+/// from.
+fn restores_devices(c: &ast::ExprCall) -> bool {
+    matches!(c.func.as_ref(), Expr::Attribute(a)
+        if a.attr.as_str() == "load" && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "torch"))
+        && c.arguments.find_keyword("map_location").is_none()
+        && c.arguments.args.len() < 2
+}
+
 /// Collects the guards and the CUDA names of a module.
 pub(super) struct Collect<'d> {
     /// Names the module imports with `from ... import` at top level: the import, and the name
@@ -339,6 +348,11 @@ impl<'a: 'd, 'd> SourceOrderVisitor<'a> for Collect<'d> {
                 };
                 if says_cuda(callee) || ident_says_cuda(callee) || self.cuda_defs.contains_key(&key)
                 {
+                    self.g.names.push(c.range());
+                } else if callee == "load" && restores_devices(c) {
+                    // A checkpoint restored onto the devices it was saved from (set T: `if
+                    // torch.cuda.is_available(): torch.load(f) else: torch.load(f,
+                    // map_location=...)`; a TPU VM cannot read its CUDA storages).
                     self.g.names.push(c.range());
                 } else if GPU_WORD.is_match(callee) {
                     self.g.arm_names.push(c.range());

@@ -93,6 +93,26 @@ fn left_cuda(
         .copied()
 }
 
+/// cuDNN flags set on a line of their own (`cudnn.benchmark = True`): no-ops without CUDA, so
+/// a test that selects them may send a TPU there (set T: a device guard moving the model beside
+/// `cudnn.benchmark = True` stayed CUDA's while the guards moving the data were ported).
+fn cudnn_flags<'a>(src: &'a str, names: &'a [TextRange]) -> impl Iterator<Item = TextRange> + 'a {
+    names.iter().copied().filter(move |n| {
+        let start = src[..n.start().to_usize()].rfind('\n').map_or(0, |i| i + 1);
+        let end = src[n.end().to_usize()..]
+            .find('\n')
+            .map_or(src.len(), |i| n.end().to_usize() + i);
+        CUDNN_FLAG.is_match(&src[start..end])
+    })
+}
+
+static CUDNN_FLAG: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(
+        r"^[ \t]*(?:torch\.backends\.)?cudnn\.(?:benchmark|deterministic|enabled|allow_tf32)[ \t]*=[ \t]*(?:True|False)[ \t]*(?:#.*)?$",
+    )
+    .unwrap()
+});
+
 fn line_of(src: &str, at: TextSize) -> usize {
     src[..at.to_usize()].bytes().filter(|b| *b == b'\n').count() + 1
 }
@@ -252,6 +272,7 @@ pub(in crate::port::rewrite) fn keep_together(
             })
         })
         .map(|d| d.range)
+        .chain(cudnn_flags(src, &names).filter(|_| portable))
         .collect();
     let left = |diags: &[Diagnostic], r: TextRange, safe_only| {
         left_cuda(src, diags, &names, r, safe_only, &seeds)

@@ -29,6 +29,7 @@ use crate::port::edit::Fix;
 use crate::port::rules::FixClass;
 use versions::{Version, companions_in, locked_in, oldest_in, said_in, tested_in};
 
+pub(super) mod code;
 mod python;
 mod versions;
 
@@ -97,9 +98,7 @@ pub(super) fn forget() {
     if let Ok(mut f) = FOLDERS.lock() {
         f.clear();
     }
-    if let Ok(mut t) = TEXT_USERS.lock() {
-        t.clear();
-    }
+    code::forget();
 }
 
 fn oldest_in_folder(dir: &Path) -> Oldest {
@@ -134,7 +133,7 @@ fn oldest_in_folder(dir: &Path) -> Oldest {
             (readme, p.clone())
         });
         for f in files {
-            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            let text = code::read_text(&f).unwrap_or_default();
             let name = f.file_name().unwrap_or_default().to_string_lossy();
             let own = f.parent() == Some(dir);
             if own && is_yaml(&name) && name != ".travis.yml" && !is_conda_environment(&text) {
@@ -272,68 +271,15 @@ impl Alias {
     }
 }
 
-/// `import torchtext`, `from torchtext.vocab import ...`.
-static TORCHTEXT: LazyLock<regex::Regex> = LazyLock::new(|| {
-    regex::Regex::new(r"(?m)^[ \t]*(?:import|from)[ \t]+torchtext(?-u:\b)").unwrap()
-});
-
-/// `import torchtext.legacy`, `from torchtext.legacy.data import Field`: torchtext 0.9-0.11.
-static TORCHTEXT_LEGACY: LazyLock<regex::Regex> = LazyLock::new(|| {
-    regex::Regex::new(r"(?m)^[ \t]*(?:import|from)[ \t]+torchtext\.legacy(?-u:\b)").unwrap()
-});
-
-/// What importing torchtext says of the torch a text runs: torchtext.legacy (0.9-0.11) runs
-/// torch 1.10 at most, any other torchtext its last release's torch, 2.3 (LIB026).
-fn torchtext_torch(text: &str) -> Option<(Version, &'static str)> {
-    if !text.contains("torchtext") {
-        return None;
-    }
-    if TORCHTEXT_LEGACY.is_match(text) {
-        return Some((
-            (1, 10),
-            "torchtext.legacy, gone from torchtext 0.12 on: torch 1.10 at most",
-        ));
-    }
-    TORCHTEXT
-        .is_match(text)
-        .then_some(((2, 3), "torchtext, whose last release needs torch 2.3"))
-}
-
-/// Project folder → its oldest torch said by a torchtext import, and the file.
-static TEXT_USERS: LazyLock<Mutex<HashMap<PathBuf, Oldest>>> = LazyLock::new(Default::default);
-
-/// The torch the project's torchtext imports allow (set S: the module that imports
-/// torchtext.legacy is the data loader; the fixes are in the config module beside it).
-fn torchtext_in_project(path: &Path) -> Oldest {
-    let project = crate::port::program::tree::project_of(path);
-    // Held while the project is read: the modules of one project wait for its one reading.
-    let Ok(mut known) = TEXT_USERS.lock() else {
-        return None;
-    };
-    if let Some(found) = known.get(&project) {
-        return found.clone();
-    }
-    let found = crate::port::program::tree::project_files(path)
-        .iter()
-        .filter_map(|f| {
-            let text = std::fs::read_to_string(f).ok()?;
-            let (v, what) = torchtext_torch(&text)?;
-            let shown = crate::port::program::tree::shown(f, &project);
-            Some((v, format!("{shown} imports {what}")))
-        })
-        .min_by_key(|(v, _)| *v);
-    known.insert(project, found.clone());
-    found
-}
-
 /// The oldest torch the project around `path` supports, and where it says so: its pin files,
-/// and torchtext imported by this module or any module of the project.
+/// and code of this module or any module of the project that runs only on an older torch
+/// ([`code`]: torchtext, a pickled module loaded with torch.load's old default).
 pub(in crate::port::rewrite) fn supported_torch(path: &Path, src: &str) -> Oldest {
-    let own = torchtext_torch(src).map(|(v, what)| (v, format!("it imports {what}")));
+    let own = code::torch_of_code(src).map(|(v, what)| (v, format!("it {what}")));
     oldest_in_project(path)
         .into_iter()
         .chain(own)
-        .chain(torchtext_in_project(path))
+        .chain(code::in_project(path))
         .min_by_key(|(v, _)| *v)
 }
 

@@ -42,7 +42,7 @@ static NUMPY: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// The newest torch that installs on this Python (None from 3.9: torch.accelerator's own).
-fn newest_torch(python: (u32, u32)) -> Option<Version> {
+pub(super) fn newest_torch(python: (u32, u32)) -> Option<Version> {
     match python {
         (2, _) | (3, 0..=5) => Some((1, 4)),
         (3, 6) => Some((1, 10)),
