@@ -102,6 +102,7 @@ pub fn run_to(
     // What was learnt about the tree's programs in an earlier run (`--watch`) may be stale.
     super::program::forget();
     super::rewrite::forget();
+    super::program::tree::set_run_roots(&opts.paths);
     let mut found = files::discover_with(&opts.paths, opts.no_ignore, opts.exclude.as_ref());
     // Project modules an ignore rule hid but the project imports (ignored.rs).
     let taken_back = if opts.no_ignore {

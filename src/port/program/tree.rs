@@ -176,19 +176,61 @@ pub fn first_in_package(
     found
 }
 
+/// The folders a run was given (`tpuport migrate .`): each holds one project for what is true
+/// of a project as a whole.
+static RUN_ROOTS: LazyLock<Mutex<Vec<PathBuf>>> = LazyLock::new(Default::default);
+
+/// Remember the folders among a run's paths (the driver, at the start of a run).
+pub fn set_run_roots(paths: &[PathBuf]) {
+    let dirs = paths
+        .iter()
+        .filter(|p| p.is_dir())
+        .filter_map(|p| std::path::absolute(p).ok())
+        .collect();
+    if let Ok(mut r) = RUN_ROOTS.lock() {
+        *r = dirs;
+    }
+}
+
 /// The folder a module's project spans, for what is true of the project as a whole (it runs on
-/// Apple silicon, it imports torchtext): the folder above its top package, or a loose module's
-/// own folder, walked into (set S: a root script beside `src/`, whose device helper picks "mps").
+/// Apple silicon, it imports torchtext, it runs an old torch), walked into: the folder the run
+/// was given that holds the module (`tpuport migrate .` in a checkout), else the folder above
+/// its top package, or a loose module's own folder (set S: a root script beside `src/`, whose device helper picks "mps"; set U: scripts
+/// in `pos_histograms/create_dic_for_histograms/` of a project whose root module loads pickled
+/// models).
 pub fn project_of(path: &Path) -> PathBuf {
     let dir = match top_package(path) {
         Some(top) => top.parent().map(Path::to_path_buf),
         None => path.parent().map(Path::to_path_buf),
     }
     .unwrap_or_default();
-    if dir.as_os_str().is_empty() {
+    let dir = if dir.as_os_str().is_empty() {
         PathBuf::from(".")
     } else {
         dir
+    };
+    let Ok(abs) = std::path::absolute(&dir) else {
+        return dir;
+    };
+    let given = RUN_ROOTS.lock().ok().and_then(|roots| {
+        roots
+            .iter()
+            .filter(|r| abs.starts_with(r))
+            .min_by_key(|r| r.components().count())
+            .cloned()
+    });
+    match given {
+        Some(root) if dir.is_relative() => {
+            // Keep a relative spelling for a relative path (what the findings show).
+            let cwd = std::env::current_dir().ok();
+            match cwd.as_deref().and_then(|c| root.strip_prefix(c).ok()) {
+                Some(rel) if rel.as_os_str().is_empty() => PathBuf::from("."),
+                Some(rel) => rel.to_path_buf(),
+                None => root,
+            }
+        }
+        Some(root) => root,
+        None => dir,
     }
 }
 
@@ -293,6 +335,22 @@ pub fn shown(path: &Path, base: &Path) -> String {
 mod tests {
     use super::*;
     use crate::port::test_support::write;
+
+    #[test]
+    fn a_project_is_the_folder_the_run_was_given() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::path::absolute(d.path()).unwrap();
+        let script = write(&root, "tools/stats/count.py", "");
+        write(&root, "pkg/__init__.py", "");
+        let module = write(&root, "pkg/models.py", "");
+        // Alone: a loose script's folder, a package's parent folder.
+        assert_eq!(project_of(&script), root.join("tools/stats"));
+        assert_eq!(project_of(&module), root);
+        // In a run given the checkout, the checkout (set U).
+        set_run_roots(std::slice::from_ref(&root));
+        assert_eq!(project_of(&script), root);
+        set_run_roots(&[]);
+    }
 
     #[test]
     fn entry_scripts_run_as_programs_and_tests_do_not() {

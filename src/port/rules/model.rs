@@ -177,7 +177,7 @@ impl Lint {
         (
             "optimizer-before-move",
             Lint::OptimizerBeforeMove,
-            "a program whose entry script builds a torch.optim optimizer before it moves a module with .to()/.cuda() (or moves none itself while a project module it imports does)",
+            "a program whose entry script builds a torch.optim optimizer before it moves a module with .to()/.cuda(), or before it moves the very module whose parameters the optimizer takes (`decoder.parameters()` … `decoder.to(device)`), or moves none itself while a project module it imports does",
         ),
         (
             "ddp-device-index",

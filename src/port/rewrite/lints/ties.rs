@@ -105,24 +105,51 @@ impl Checker<'_> {
         if first_move.is_some() && self.ties_in_program().is_some() {
             return vec![];
         }
-        let mut built: Option<TextRange> = None;
+        // Every optimizer with the modules whose parameters it takes (`decoder.parameters()`),
+        // and every move with what it moves.
+        let mut optimizers: Vec<(TextRange, Vec<&str>)> = vec![];
+        let mut moves: Vec<(TextRange, &str)> = vec![];
         super::walk(&self.parsed.module.body, true, &mut |node, _| {
-            if built.is_some() {
+            let AnyNodeRef::ExprCall(call) = node else {
                 return;
-            }
-            if let AnyNodeRef::ExprCall(call) = node
-                && let Some(q) = self.sem.qualified_name(&call.func)
+            };
+            if let Some(q) = self.sem.qualified_name(&call.func)
                 && let Some(class) = q.strip_prefix("torch.optim.")
                 && !class.contains('.')
                 && class.starts_with(|c: char| c.is_ascii_uppercase())
             {
-                built = Some(call.range());
+                let mut models = vec![];
+                for arg in call.arguments.iter_source_order() {
+                    super::any_in(arg.value(), &mut |e| {
+                        if let Expr::Call(c) = e
+                            && let Expr::Attribute(a) = c.func.as_ref()
+                            && matches!(a.attr.as_str(), "parameters" | "named_parameters")
+                        {
+                            models.push(self.text(a.value.range()));
+                        }
+                        false
+                    });
+                }
+                optimizers.push((call.range(), models));
+            } else if let Expr::Attribute(a) = call.func.as_ref()
+                && matches!(self.method_name(call), Some("to" | "cuda" | "tpu"))
+                && !casts_only(call)
+            {
+                moves.push((call.range(), self.text(a.value.range())));
             }
         });
-        let Some(built) = built else {
+        // An optimizer whose own module moves after it is built, wherever the script first
+        // moves a tensor (set U: embeddings moved first, the decoder after its Adam).
+        let late = optimizers.iter().find(|(at, models)| {
+            moves
+                .iter()
+                .any(|(m, what)| m.start() > at.start() && models.contains(what))
+        });
+        let Some(built) = late.or(optimizers.first()).map(|(r, _)| *r) else {
             return vec![];
         };
         match first_move {
+            _ if late.is_some() => {}
             Some(m) if m.start() < built.start() => return vec![],
             Some(_) => {}
             None => {
@@ -352,5 +379,8 @@ mod tests {
             "def fit(model, opt):\n    model.to(\"tpu\")\n",
         );
         assert!(dev020(script, Some(&path)).is_some_and(|o| o.contains(super::SWAP)));
+        // A tensor moved first, the optimizer's own module after it (set U).
+        let late = "import torch\n\ndef main():\n    emb = torch.zeros(4).to(\"tpu\")\n    decoder = torch.nn.Linear(2, 2)\n    opt = torch.optim.Adam(params=filter(lambda p: p.requires_grad, decoder.parameters()))\n    decoder = decoder.to(\"tpu\")\n\nmain()\n";
+        assert!(dev020(late, None).is_some_and(|o| o.contains(super::SWAP)));
     }
 }

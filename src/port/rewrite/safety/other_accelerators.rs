@@ -8,17 +8,8 @@
 //! keep its MPS branch ahead of the accelerator's.
 
 use std::path::Path;
-use std::sync::LazyLock;
-
-use regex::Regex;
 
 use crate::port::diagnostic::Diagnostic;
-
-/// Code that selects Apple's or Intel's accelerator.
-static SELECTS_OTHER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"torch\.backends\.mps\.is_available|torch\.xpu\.is_available|["'](?:mps|xpu)(?::\d+)?["']"#)
-        .unwrap()
-});
 
 /// What a fix writes that is true (or counts one) on MPS and XPU too.
 const ASKS_ANY_ACCELERATOR: &[&str] = &[
@@ -40,11 +31,6 @@ fn asks_any_accelerator(content: &str) -> bool {
     asks > 0 && !(asks == 1 && content.contains(MOVES_NO_WORK))
 }
 
-/// Does this text select Apple's or Intel's accelerator?
-pub(super) fn selects_other(text: &str) -> bool {
-    (text.contains("mps") || text.contains("xpu")) && SELECTS_OTHER.is_match(text)
-}
-
 /// Make unsafe the fixes that ask `torch.accelerator` whether there is one, in a project that
 /// selects MPS or XPU elsewhere.
 pub(in crate::port::rewrite) fn keep_other_accelerators(
@@ -58,7 +44,7 @@ pub(in crate::port::rewrite) fn keep_other_accelerators(
             .is_some_and(|f| f.edits.iter().any(|e| asks_any_accelerator(&e.content)))
     };
     let Some(path) = path else { return };
-    if !diags.iter().any(asks) || SELECTS_OTHER.is_match(src) {
+    if !diags.iter().any(asks) || super::torch_pin::code::selects_other(src) {
         return;
     }
     let Some(file) = super::torch_pin::code::selecting_other(path) else {

@@ -47,6 +47,18 @@ pub(super) fn read_text(path: &Path) -> Option<String> {
     }
 }
 
+/// Code that selects Apple's or Intel's accelerator.
+static SELECTS_OTHER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"torch\.backends\.mps\.is_available|torch\.xpu\.is_available|["'](?:mps|xpu)(?::\d+)?["']"#)
+        .unwrap()
+});
+
+/// Does this text select Apple's or Intel's accelerator (the project runs on Apple silicon or
+/// Intel GPUs too: `other_accelerators.rs`)?
+pub(in crate::port::rewrite::safety) fn selects_other(text: &str) -> bool {
+    (text.contains("mps") || text.contains("xpu")) && SELECTS_OTHER.is_match(text)
+}
+
 /// `import torchtext`, `from torchtext.vocab import ...`.
 static TORCHTEXT: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?m)^[ \t]*(?:import|from)[ \t]+torchtext(?-u:\b)").unwrap());
@@ -171,7 +183,7 @@ fn project_facts(path: &Path) -> Option<(Facts, PathBuf, PathBuf)> {
             let text = std::fs::read_to_string(f).ok()?;
             let torch = torch_of_code(&text)
                 .map(|(v, what)| (v, format!("{} {what}", tree::shown(f, &project))));
-            let selects_other = super::super::other_accelerators::selects_other(&text);
+            let selects_other = selects_other(&text);
             (torch.is_some() || selects_other).then(|| Said {
                 file: std::path::absolute(f).unwrap_or_else(|_| f.clone()),
                 torch,

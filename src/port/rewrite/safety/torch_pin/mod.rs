@@ -190,11 +190,36 @@ fn oldest_in_folder(dir: &Path) -> Oldest {
 /// The oldest torch the project around `path` allows, and where it says so.
 fn oldest_in_project(path: &Path) -> Oldest {
     // A file named on the command line may be relative (`train.py`: its folder is "").
+    let project = std::path::absolute(crate::port::program::tree::project_of(path)).ok();
     let path = std::path::absolute(path).ok()?;
+    // The folders of the project's top level too: an environment kept beside the code (set U:
+    // `Docker/Dockerfile` on `pytorch/pytorch:1.0.1`, the README's install route).
+    let beside: Vec<PathBuf> = project
+        .and_then(|p| std::fs::read_dir(p).ok())
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.is_dir()
+                        && p.file_name().is_some_and(|n| {
+                            let n = n.to_string_lossy();
+                            !n.starts_with('.') && n != "__pycache__" && n != "node_modules"
+                        })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     path.ancestors()
         .skip(1)
         .take(6)
         .filter_map(oldest_in_folder)
+        .chain(beside.iter().filter_map(|d| {
+            oldest_in_folder(d).map(|(v, why)| {
+                let folder = d.file_name().unwrap_or_default().to_string_lossy();
+                (v, format!("{folder}/{why}"))
+            })
+        }))
         .min_by_key(|(v, _)| *v)
 }
 

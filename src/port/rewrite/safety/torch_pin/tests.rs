@@ -134,3 +134,22 @@ fn a_notebook_cell_keeps_showing_its_last_value() {
         "{out}"
     );
 }
+
+#[test]
+fn an_environment_beside_the_code_counts() {
+    // `Docker/Dockerfile` at the project's top level, beside the package that is fixed.
+    let src = "import torch\nn = torch.cuda.device_count()\n";
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "Docker/Dockerfile",
+        "FROM pytorch/pytorch:1.0.1-cuda10.0-cudnn7-runtime\n",
+    );
+    write(dir.path(), "models/__init__.py", "");
+    let path = write(dir.path(), "models/count.py", src);
+    let out = migrate_all_at(src, &path);
+    assert!(
+        out.contains("else:\n    n = torch.cuda.device_count()"),
+        "{out}"
+    );
+}
