@@ -239,23 +239,6 @@ pub fn project_files(path: &Path) -> Arc<Vec<PathBuf>> {
     listing(&project_of(path), true)
 }
 
-/// [`first_in_package`] over the whole project ([`project_of`]).
-pub fn first_in_project(
-    picks: &PackagePicks,
-    path: &Path,
-    pick: impl Fn(&Path) -> bool,
-) -> Option<PathBuf> {
-    let project = project_of(path);
-    if let Some(known) = picks.lock().ok().and_then(|m| m.get(&project).cloned()) {
-        return known;
-    }
-    let found = listing(&project, true).iter().find(|f| pick(f)).cloned();
-    if let Ok(mut m) = picks.lock() {
-        m.insert(project, found.clone());
-    }
-    found
-}
-
 pub(super) fn listing(dir: &Path, nested: bool) -> Arc<Vec<PathBuf>> {
     let key = (dir.to_path_buf(), nested);
     if let Some(known) = LISTED.lock().ok().and_then(|l| l.get(&key).cloned()) {

@@ -167,14 +167,14 @@ pub(super) fn forget() {
 /// What the modules of the project around `path` say, read once per run. The module at `path`
 /// itself is left to its caller, which has its text as it is now (a later round of the fix
 /// loop, a file changed since).
-fn project_facts(path: &Path) -> Option<(Facts, PathBuf, PathBuf)> {
+fn project_facts(path: &Path) -> Option<(Facts, PathBuf)> {
     use crate::port::program::tree;
     let project = tree::project_of(path);
     let me = std::path::absolute(path).ok()?;
     // Held while the project is read: the modules of one project wait for its one reading.
     let mut known = PROJECTS.lock().ok()?;
     if let Some(found) = known.get(&project) {
-        return Some((found.clone(), project, me));
+        return Some((found.clone(), me));
     }
     let files = tree::project_files(path);
     let said: Vec<Said> = files
@@ -192,14 +192,14 @@ fn project_facts(path: &Path) -> Option<(Facts, PathBuf, PathBuf)> {
         })
         .collect();
     let facts = (std::sync::Arc::new(said), bytecode_python(&files, &project));
-    known.insert(project.clone(), facts.clone());
-    Some((facts, project, me))
+    known.insert(project, facts.clone());
+    Some((facts, me))
 }
 
 /// The oldest torch the code of the project around `path` (its other modules, its bytecode)
 /// says it runs, and where.
 pub(super) fn in_project(path: &Path) -> Oldest {
-    let ((said, bytecode), _, me) = project_facts(path)?;
+    let ((said, bytecode), me) = project_facts(path)?;
     said.iter()
         .filter(|s| s.file != me)
         .filter_map(|s| s.torch.clone())
@@ -209,7 +209,7 @@ pub(super) fn in_project(path: &Path) -> Oldest {
 
 /// The first other module of the project around `path` that selects MPS or XPU.
 pub(in crate::port::rewrite::safety) fn selecting_other(path: &Path) -> Option<PathBuf> {
-    let ((said, _), _, me) = project_facts(path)?;
+    let ((said, _), me) = project_facts(path)?;
     said.iter()
         .find(|s| s.selects_other && s.file != me)
         .map(|s| s.file.clone())
