@@ -493,6 +493,10 @@ struct MigrateArgs {
     /// Largest file to read, in megabytes [default: 8, or `max-file-size` in the configuration].
     #[arg(long, value_name = "MB")]
     max_file_size: Option<u64>,
+    /// The oldest torch the project runs (`2.11`), over its pin files: where nothing says, the
+    /// portable forms keep the original beside them for a torch without `torch.accelerator`.
+    #[arg(long, value_name = "VERSION")]
+    min_torch: Option<String>,
     /// Output format for findings.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     output_format: OutputFormat,

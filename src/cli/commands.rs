@@ -280,6 +280,7 @@ pub(super) fn migrate(a: MigrateArgs) -> Result<u8> {
             .transpose()
             .map_err(anyhow::Error::msg)?,
         max_file_size_mb: a.max_file_size,
+        min_torch: a.min_torch.as_deref(),
     };
     let mut rules = RuleSet::load(&config::rule_dirs(loaded.as_ref(), &a.rules)?)?;
     let settled = config::settle(loaded.as_ref(), &overrides, &rules)?;
@@ -305,6 +306,7 @@ pub(super) fn migrate(a: MigrateArgs) -> Result<u8> {
         settings: Settings {
             unsafe_fixes: settled.unsafe_fixes,
             to: settled.to,
+            min_torch: settled.min_torch,
         },
         no_ignore: a.no_ignore,
         max_file_size: settled.max_file_size_mb.saturating_mul(1_000_000),

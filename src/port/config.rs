@@ -43,6 +43,8 @@ pub struct Config {
     pub exclude: Option<Vec<String>>,
     /// Largest file read, in megabytes.
     pub max_file_size: Option<u64>,
+    /// The oldest torch the project runs (`"2.11"`), over what its pin files say.
+    pub min_torch: Option<String>,
 }
 
 /// A configuration file that was read.
@@ -177,6 +179,7 @@ pub struct Overrides<'a> {
     pub unsafe_fixes: Option<bool>,
     pub to: Option<Target>,
     pub max_file_size_mb: Option<u64>,
+    pub min_torch: Option<&'a str>,
 }
 
 /// The settings of a run, the command line over the file.
@@ -188,6 +191,7 @@ pub struct Effective {
     pub to: Target,
     pub exclude: Option<Exclude>,
     pub max_file_size_mb: u64,
+    pub min_torch: Option<(u32, u32)>,
 }
 
 /// Merge the file and the command line, like ruff: `--select` on the command line replaces the
@@ -239,7 +243,16 @@ pub fn settle(loaded: Option<&Loaded>, cli: &Overrides, rules: &RuleSet) -> Resu
         }
         _ => None,
     };
+    let min_torch = match (cli.min_torch, &c.min_torch) {
+        (Some(v), _) => Some(torch_version(v).map_err(|e| anyhow::anyhow!("--min-torch: {e}"))?),
+        (None, Some(v)) => Some(torch_version(v).map_err(|e| match loaded {
+            Some(l) => anyhow::anyhow!("{}: {e}", l.at("min-torch", v)),
+            None => anyhow::anyhow!("min-torch: {e}"),
+        })?),
+        (None, None) => None,
+    };
     Ok(Effective {
+        min_torch,
         select,
         ignore,
         unsafe_fixes: cli.unsafe_fixes.or(c.unsafe_fixes).unwrap_or(false),
@@ -250,6 +263,21 @@ pub fn settle(loaded: Option<&Loaded>, cli: &Overrides, rules: &RuleSet) -> Resu
             .or(c.max_file_size)
             .unwrap_or(DEFAULT_MAX_FILE_SIZE_MB),
     })
+}
+
+/// A torch version as `MAJOR.MINOR` (`2.11`, `2.11.0`, `2.11.0+cu128`).
+pub fn torch_version(text: &str) -> std::result::Result<(u32, u32), String> {
+    let mut parts = text.trim().split(['.', '+']);
+    let (Some(Ok(major)), Some(Ok(minor))) = (
+        parts.next().map(str::parse::<u32>),
+        parts.next().map(str::parse::<u32>),
+    ) else {
+        return Err(format!(
+            "`{}` is not a torch version: write the oldest torch the project runs as MAJOR.MINOR, such as 2.11",
+            one_line(text)
+        ));
+    };
+    Ok((major, minor))
 }
 
 /// The rule folders of the file (relative to its folder) and then of the command line. Only

@@ -6,6 +6,10 @@ use super::edit::Fix;
 use super::rules::FixClass;
 
 /// One finding.
+/// How the note of a fix begins where the project declares no torch version (the summary counts
+/// them, to say how to declare one).
+pub const UNDECLARED_TORCH: &str = "this project declares no torch version";
+
 #[derive(Debug, Clone)]
 pub struct Diagnostic {
     /// Index into [`RuleSet::rules`](crate::port::rules::RuleSet::rules).

@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::Result;
 use rayon::prelude::*;
 
+use super::diagnostic::UNDECLARED_TORCH;
 use super::files::{self, FileIssue};
 use super::notebook;
 use super::render;
@@ -77,6 +78,8 @@ struct Totals {
     diagnostics: usize,
     counts: render::Counts,
     hidden_unsafe: usize,
+    /// Fixes that keep the original beside them, or stay unsafe, for want of a declared torch.
+    undeclared_torch: usize,
     /// Programs (entry scripts): ported whole, partly ported and blocked (reported: PRG001),
     /// not ported (their findings are all manual work), nothing to port.
     programs: [usize; 4],
@@ -148,6 +151,12 @@ pub fn run_to(
         totals.hidden_unsafe += r.hidden_unsafe;
         issues.extend(r.issues);
         if let Some(o) = &r.outcome {
+            totals.undeclared_torch += o
+                .diagnostics
+                .iter()
+                .filter(|d| d.fix.is_some())
+                .filter(|d| d.note.as_ref().is_some_and(|n| n.contains(UNDECLARED_TORCH)))
+                .count();
             if !o.skipped {
                 totals.parsed += 1;
             }
@@ -562,6 +571,15 @@ fn summary(w: &mut dyn Write, t: &Totals, opts: &Options, secs: f64) -> std::io:
             w,
             "  {} unsafe fixes hidden: review them and enable with --unsafe-fixes",
             t.hidden_unsafe
+        )?;
+    }
+    if t.undeclared_torch > 0 {
+        writeln!(
+            w,
+            "  {} fixes keep the original beside them or stay unsafe: the project declares no torch \
+             version (`--min-torch 2.11`, or `torch>=2.11` in its requirements, writes the portable \
+             forms alone)",
+            t.undeclared_torch
         )?;
     }
     if fixed > 0 && matches!(opts.mode, Mode::Preview | Mode::Check) {

@@ -44,6 +44,8 @@ pub struct FileFacts {
     /// Which machine the fixes write for (`--to`): not a fact of the file, but fixed for the
     /// whole migration of it, as the facts are.
     pub to: crate::port::rules::Target,
+    /// The oldest torch the project runs, where its owner declares it (`--min-torch`).
+    pub min_torch: Option<(u32, u32)>,
 }
 
 impl FileFacts {

@@ -86,6 +86,10 @@ pub struct Settings {
     pub unsafe_fixes: bool,
     /// Which machine the fixes write for: portable forms (the default) or TorchTPU literals.
     pub to: Target,
+    /// The oldest torch the project runs, as its owner declares it (`--min-torch 2.11`): over
+    /// what its pin files say, and over "declares nothing" (then the portable forms keep the
+    /// original beside them for a torch without `torch.accelerator`).
+    pub min_torch: Option<(u32, u32)>,
 }
 
 impl Settings {
@@ -249,6 +253,7 @@ pub fn migrate_chosen(
     facts.program = parsed.module.body.iter().any(facts::runs_as_program);
     facts.path = path.map(|p| p.to_path_buf());
     facts.to = settings.to;
+    facts.min_torch = settings.min_torch;
     facts.cuda_only = facts::cuda_only_module(&parsed.module.body, source);
     if let Some(noqa::Codes::Some(codes)) = &exempt {
         facts.ignored_rules = codes.iter().map(|c| c.to_string()).collect();

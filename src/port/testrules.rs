@@ -111,6 +111,7 @@ pub fn example_problems(set: &RuleSet) -> Vec<String> {
             let settings = Settings {
                 unsafe_fixes: true,
                 to,
+                min_torch: None,
             };
             let after = after.trim_start_matches('\n');
             let out = migrate_source(before, set, &index, settings);

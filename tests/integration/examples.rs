@@ -43,6 +43,7 @@ fn every_unsafe_fix_says_why() {
             let settings = Settings {
                 unsafe_fixes: false,
                 to,
+                min_torch: None,
             };
             let out = migrate_source(src, rules, index, settings);
             for d in &out.diagnostics {

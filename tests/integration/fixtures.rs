@@ -91,7 +91,11 @@ fn snapshot_module(
     index: &RuleIndex,
     to: Target,
 ) -> String {
-    let settings = |unsafe_fixes| Settings { unsafe_fixes, to };
+    let settings = |unsafe_fixes| Settings {
+        unsafe_fixes,
+        to,
+        min_torch: None,
+    };
     let safe = migrate_source(source, rules, index, settings(false));
     let unsafe_ = migrate_source(source, rules, index, settings(true));
     assert!(

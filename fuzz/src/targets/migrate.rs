@@ -88,6 +88,8 @@ impl Target for Migrate {
             } else {
                 Port::Portable
             },
+            // A declared torch too (the plain portable forms), or none (both forms kept).
+            min_torch: (seed & 8 == 8).then_some((2, 11)),
         };
         // The file the driver writes: the library reads the same project around it (an empty
         // folder but for the file itself), not the working folder's.

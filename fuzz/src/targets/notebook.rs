@@ -178,6 +178,8 @@ impl Target for Notebook {
             } else {
                 Port::Portable
             },
+            // A declared torch too (the plain portable forms), or none (both forms kept).
+            min_torch: (seed & 8 == 8).then_some((2, 11)),
         };
         let path = Path::new("fuzz.ipynb");
         let Ok(source) = files::decode_source(path, input.to_vec()) else {

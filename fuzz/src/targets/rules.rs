@@ -333,6 +333,8 @@ impl Rules {
             } else {
                 Port::Portable
             },
+            // A declared torch too (the plain portable forms), or none (both forms kept).
+            min_torch: (seed & 8 == 8).then_some((2, 11)),
         };
         for src in sources {
             let out = migrate_source_at(src, None, &set, &index, settings);

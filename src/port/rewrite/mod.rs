@@ -344,6 +344,7 @@ pub(super) fn migrated(src: &str, unsafe_fixes: bool) -> String {
     let settings = Settings {
         unsafe_fixes,
         to: Target::Tpu,
+        min_torch: None,
     };
     let out = migrate_source(src, &rules, &index, settings);
     out.output.unwrap_or_else(|| src.to_string())

@@ -262,6 +262,7 @@ impl<'a> Checker<'a> {
             );
             torch_pin::keep_within_pinned_torch(
                 self.facts.path.as_deref(),
+                self.facts.min_torch,
                 self.src,
                 &self.parsed.module.body,
                 &exprs,
@@ -314,7 +315,7 @@ impl<'a> Checker<'a> {
             let guards = self.module_guards();
             let portable = self.target == Target::Portable;
             let path = self.facts.path.as_deref();
-            let old_torch = || torch_pin::old_torch_note(path, self.src);
+            let old_torch = || torch_pin::old_torch_note(path, self.src, self.facts.min_torch);
             let done = together::keep_together(
                 self.src,
                 self.rules,

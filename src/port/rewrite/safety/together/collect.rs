@@ -150,6 +150,16 @@ fn binds(s: &ast::Stmt) -> bool {
     }
 }
 
+/// Does this statement leave the function (or the test): `return`, `raise`, a skip?
+fn exits(s: &ast::Stmt) -> bool {
+    match s {
+        ast::Stmt::Return(_) | ast::Stmt::Raise(_) => true,
+        ast::Stmt::Expr(e) => matches!(e.value.as_ref(), Expr::Call(c)
+            if matches!(c.func.as_ref(), Expr::Attribute(a) if matches!(a.attr.as_str(), "skipTest" | "skip" | "exit"))),
+        _ => false,
+    }
+}
+
 /// Does this block start by rejecting what reaches it?
 fn rejects(body: &[ast::Stmt]) -> bool {
     match body.first() {
@@ -255,6 +265,25 @@ impl Collect<'_> {
         });
     }
 
+    /// `if not torch.cuda.is_available(): return` (or `self.skipTest(...)`, `pytest.skip(...)`,
+    /// `raise SkipTest`) in a function's body: the test selects the rest of the function too (set
+    /// U: a test that builds a tiny-cuda-nn network after returning early without CUDA).
+    fn early_exits(&mut self, body: &[ast::Stmt]) {
+        for (i, s) in body.iter().enumerate() {
+            let ast::Stmt::If(s) = s else { continue };
+            let (Some(rest), true) = (block(&body[i + 1..]), s.elif_else_clauses.is_empty()) else {
+                continue;
+            };
+            if s.body.len() <= 3 && s.body.last().is_some_and(exits) {
+                self.g.guards.push(Guard {
+                    test: s.test.range(),
+                    arms: vec![rest],
+                    chain: vec![s.test.range()],
+                });
+            }
+        }
+    }
+
     /// `@skipIf(test, ...)`, `@pytest.mark.skipif(test, ...)`: the test selects the body.
     fn skip_decorators(&mut self, decorators: &[ast::Decorator], body: &[ast::Stmt]) {
         for (name, c) in crate::port::parse::decorator_calls(decorators) {
@@ -276,7 +305,10 @@ impl<'a: 'd, 'd> SourceOrderVisitor<'a> for Collect<'d> {
     fn enter_node(&mut self, node: AnyNodeRef<'a>) -> TraversalSignal {
         match node {
             AnyNodeRef::StmtIf(s) => self.stmt_if(s),
-            AnyNodeRef::StmtFunctionDef(f) => self.skip_decorators(&f.decorator_list, &f.body),
+            AnyNodeRef::StmtFunctionDef(f) => {
+                self.skip_decorators(&f.decorator_list, &f.body);
+                self.early_exits(&f.body);
+            }
             AnyNodeRef::StmtClassDef(c) => self.skip_decorators(&c.decorator_list, &c.body),
             // `mps.is_available() and not torch.cuda.is_available()` outside an `if`.
             AnyNodeRef::ExprBoolOp(b) if b.op == ast::BoolOp::And => self.g.guards.push(Guard {
@@ -517,5 +549,22 @@ impl Guards {
             }
         }
         c.g
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::port::rewrite::migrated as migrate;
+
+    /// A function that returns early without CUDA selects the rest of its body for CUDA: a
+    /// CUDA-only call there keeps the test CUDA's; without one the test is extended.
+    #[test]
+    fn early_returns_select_the_rest_of_the_function() {
+        let src = "import torch\n\n\ndef test_fused(self):\n    if not torch.cuda.is_available():\n        return\n    x = torch.ones(3, device=\"cuda\")\n    y = fused_cuda_forward(x)\n";
+        assert!(!migrate(src, false).contains("accelerator"), "{}", migrate(src, false));
+        let skip = src.replace("        return\n", "        self.skipTest(\"no GPU\")\n");
+        assert!(!migrate(&skip, false).contains("accelerator"));
+        let plain = src.replace("fused_cuda_forward", "torch.relu");
+        assert!(migrate(&plain, false).contains("device=\"tpu\""), "{}", migrate(&plain, false));
     }
 }

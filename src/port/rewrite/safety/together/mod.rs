@@ -28,6 +28,7 @@
 mod branch;
 mod collect;
 mod flag;
+mod question;
 
 pub(in crate::port::rewrite) use collect::Guards;
 use collect::{Guard, TPU_BRANCH, naming, other_backend, says_cuda};
@@ -425,6 +426,8 @@ pub(in crate::port::rewrite) fn keep_together(
                 break;
             }
         }
+        let safe_in = |d: &Diagnostic, t: TextRange| fixed(d, true) && ported(d) && t.contains_range(d.range);
+        changed |= question::same_question(src, &relevant, diags, &safe_in, &left);
         if !changed {
             break;
         }

@@ -16,9 +16,14 @@
 //! folder and the folders above it (6 levels). A README's version that no torch had (a major
 //! above 2, "PyTorch 4.1+") cannot be read, and counts for nothing. The oldest torch any of them allows counts (an
 //! exact pin, a lower bound such as a library's `torch>=2.0`, or a cap: everything below a cap
-//! is allowed; set L: open_clip declaring `torch>=2.0`). A project that declares nothing is
-//! taken to run torch 2.15, even where its code keeps paths for older torch (a version check is
-//! not a declared minimum: torchao checks torch's version and needs a recent one).
+//! is allowed; set L: open_clip declaring `torch>=2.0`). A project that declares nothing may
+//! run any torch (sets S-U: 49 of 119 wrong fixes were `torch.accelerator` written into
+//! projects whose age, bytecode or pickled checkpoints showed a torch before 2.6, with no pin to
+//! say so): its portable forms keep the original beside them (`hasattr(torch, "accelerator")`,
+//! [`super::old_torch`]) and the forms no test can find stay unsafe, until the owner declares
+//! the torch it runs (`--min-torch 2.11`, `min-torch` in the configuration, or a pin). A
+//! version check in code is not a declared minimum (torchao checks torch's version and needs a
+//! recent one).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -195,6 +200,7 @@ fn oldest_in_project(path: &Path) -> Oldest {
     // The folders of the project's top level too: an environment kept beside the code (set U:
     // `Docker/Dockerfile` on `pytorch/pytorch:1.0.1`, the README's install route).
     let beside: Vec<PathBuf> = project
+        .as_ref()
         .and_then(|p| std::fs::read_dir(p).ok())
         .map(|entries| {
             entries
@@ -210,9 +216,15 @@ fn oldest_in_project(path: &Path) -> Oldest {
                 .collect()
         })
         .unwrap_or_default();
+    // The folders above the file, up to the project's (however deep the file sits: a
+    // library's `src/pkg/pipelines/x/y/z.py` under its `setup.py`), or 6 of them.
+    let depth = project
+        .as_ref()
+        .filter(|p| path.starts_with(p))
+        .map_or(6, |p| path.components().count() - p.components().count());
     path.ancestors()
         .skip(1)
-        .take(6)
+        .take(depth.max(6))
         .filter_map(oldest_in_folder)
         .chain(beside.iter().filter_map(|d| {
             oldest_in_folder(d).map(|(v, why)| {
@@ -299,27 +311,63 @@ impl Alias {
 /// The oldest torch the project around `path` supports, and where it says so: its pin files,
 /// and code of this module or any module of the project that runs only on an older torch
 /// ([`code`]: torchtext, a pickled module loaded with torch.load's old default).
-pub(in crate::port::rewrite) fn supported_torch(path: &Path, src: &str) -> Oldest {
+/// The owner's declaration (`--min-torch`) counts over them; a project where nothing says is
+/// [`UNDECLARED`].
+pub(in crate::port::rewrite) fn supported_torch(
+    path: &Path,
+    src: &str,
+    declared: Option<Version>,
+) -> (Version, String) {
+    if let Some(v) = declared {
+        return (v, "--min-torch".to_string());
+    }
     let own = code::torch_of_code(src).map(|(v, what)| (v, format!("it {what}")));
     oldest_in_project(path)
         .into_iter()
         .chain(own)
         .chain(code::in_project(path))
         .min_by_key(|(v, _)| *v)
+        .unwrap_or((UNDECLARED, String::new()))
+}
+
+/// The torch of a project that declares none: older than any, for every form's test.
+const UNDECLARED: Version = (0, 0);
+
+/// What the project says about its torch, as a note begins.
+fn supports(v: Version, shown: &str) -> String {
+    match v == UNDECLARED {
+        true => format!(
+            "{} (`--min-torch 2.11` declares it)",
+            crate::port::diagnostic::UNDECLARED_TORCH
+        ),
+        false => format!("this project supports torch {}.{} ({shown})", v.0, v.1),
+    }
 }
 
 /// Where the project supports a torch without `torch.accelerator`: the note of a fix that keeps
 /// its original beside the accelerator's form (an accelerator branch added to a device chain is
 /// tested `hasattr(torch, "accelerator") and ...`).
-pub(in crate::port::rewrite) fn old_torch_note(path: Option<&Path>, src: &str) -> Option<String> {
-    let (v, shown) = supported_torch(path?, src)?;
+pub(in crate::port::rewrite) fn old_torch_note(
+    path: Option<&Path>,
+    src: &str,
+    declared: Option<Version>,
+) -> Option<String> {
+    let (v, shown) = match (path, declared) {
+        (_, Some(v)) => (v, "--min-torch".to_string()),
+        (Some(path), None) => supported_torch(path, src, None),
+        (None, None) => return None,
+    };
     (v < (2, 6)).then(|| no_accelerator_note(v, &shown))
 }
 
-fn no_accelerator_note((major, minor): Version, shown: &str) -> String {
+fn no_accelerator_note(v: Version, shown: &str) -> String {
+    let which = match v == UNDECLARED {
+        true => "torch before 2.6 has",
+        false => "which has",
+    };
     format!(
-        "this project supports torch {major}.{minor} ({shown}), which has no torch.accelerator: \
-         the fix keeps the original where torch has none (`{}`)",
+        "{}, {which} no torch.accelerator: the fix keeps the original where torch has none (`{}`)",
+        supports(v, shown),
         super::old_torch::PROBE
     )
 }
@@ -340,12 +388,16 @@ fn asks_current_unguarded(text: &str) -> bool {
 /// Make unsafe the fixes whose forms need a newer torch than the project pins.
 pub(in crate::port::rewrite) fn keep_within_pinned_torch(
     path: Option<&Path>,
+    declared: Option<Version>,
     src: &str,
     body: &[ruff_python_ast::Stmt],
     exprs: &std::cell::OnceCell<super::old_torch::Exprs>,
     diags: &mut [Diagnostic],
 ) {
-    let Some(path) = path else { return };
+    // Code with no file (standard input, a rule's fixture) has no project to ask.
+    let Some(path) = path.or(declared.map(|_| Path::new(""))) else {
+        return;
+    };
     let alias = Alias::of(src);
     let probe = |text: &str| probe_for(&alias.plain(text)).map(|p| alias.spelled(&p, text));
     let needs = |d: &Diagnostic| -> Option<(&'static str, Version)> {
@@ -371,9 +423,7 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
     if !diags.iter().any(|d| needs(d).is_some()) {
         return;
     }
-    let Some(((major, minor), shown)) = supported_torch(path, src) else {
-        return;
-    };
+    let ((major, minor), shown) = supported_torch(path, src, declared);
     // Where a form needs torch.accelerator itself (2.6), the fix can keep the old torch's form
     // beside it (old_torch.rs): the fixes inside one expression are written together.
     let exprs = exprs.get_or_init(|| super::old_torch::Exprs::of(body, src));
@@ -429,9 +479,9 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
             d.fix = Some(fix);
             d.note = Some(match (major, minor) >= (2, 6) {
                 true => format!(
-                    "this project supports torch {major}.{minor} ({shown}), whose \
-                     `current_accelerator()` raises without an accelerator (2.7 answers None): \
-                     the fix keeps the original on that torch"
+                    "{}, whose `current_accelerator()` raises without an accelerator (2.7 \
+                     answers None): the fix keeps the original on that torch",
+                    supports((major, minor), &shown)
                 ),
                 false => no_accelerator_note((major, minor), &shown),
             });
@@ -442,11 +492,16 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
         };
         if (major, minor) < floor {
             d.make_unsafe(&format!(
-                "unsafe: this project supports torch {major}.{minor} ({shown}), and `{}` needs \
-                 torch {}.{} or newer (TorchTPU needs 2.11): raise its minimum, then apply this fix",
+                "unsafe: {}, and `{}` needs torch {}.{} or newer (TorchTPU needs 2.11): {}, then \
+                 apply this fix",
+                supports((major, minor), &shown),
                 name.trim_end_matches(['.', '_']),
                 floor.0,
-                floor.1
+                floor.1,
+                match (major, minor) == UNDECLARED {
+                    true => "declare the torch it runs",
+                    false => "raise its minimum",
+                }
             ));
         }
     }
