@@ -155,7 +155,11 @@ pub fn run_to(
                 .diagnostics
                 .iter()
                 .filter(|d| d.fix.is_some())
-                .filter(|d| d.note.as_ref().is_some_and(|n| n.contains(UNDECLARED_TORCH)))
+                .filter(|d| {
+                    d.note
+                        .as_ref()
+                        .is_some_and(|n| n.contains(UNDECLARED_TORCH))
+                })
                 .count();
             if !o.skipped {
                 totals.parsed += 1;

@@ -34,12 +34,11 @@ fn snapshot_for(path: &Path) -> String {
         );
     }
     let modes = [false, true].into_iter().flat_map(|unsafe_fixes| {
-        [tpuport::port::Target::Portable, tpuport::port::Target::Tpu]
-            .map(|to| Settings {
-                unsafe_fixes,
-                to,
-                min_torch: None,
-            })
+        [tpuport::port::Target::Portable, tpuport::port::Target::Tpu].map(|to| Settings {
+            unsafe_fixes,
+            to,
+            min_torch: None,
+        })
     });
     for settings in modes {
         let unsafe_fixes = settings.unsafe_fixes;

@@ -25,10 +25,11 @@ fn code(lines: &[&str]) -> Value {
     ], "source": lines})
 }
 
-/// A notebook path in a folder of its own: the project around it (its pins, its other
-/// modules) is empty, so the forms are torch 2.15's.
+/// A notebook path in a folder of its own: the project around it declares torch 2.11 and has
+/// no other modules, so the forms are torch 2.15's alone.
 fn alone() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("requirements.txt"), "torch>=2.11\n").unwrap();
     let path = dir.path().join("nb.ipynb");
     (dir, path)
 }

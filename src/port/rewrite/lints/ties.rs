@@ -109,7 +109,11 @@ impl Checker<'_> {
         // and every move with what it moves.
         let mut optimizers: Vec<(TextRange, Vec<&str>)> = vec![];
         let mut moves: Vec<(TextRange, &str)> = vec![];
-        super::walk(&self.parsed.module.body, true, &mut |node, _| {
+        // Optimizers built from a function's argument that the function never moves: its caller
+        // moved the module before the call, if at all (set V: `train_classifier(model, ...)`
+        // called with a model already on the device; the switch there broke TorchScript moves).
+        let mut from_arguments: Vec<TextRange> = vec![];
+        super::walk(&self.parsed.module.body, true, &mut |node, stack| {
             let AnyNodeRef::ExprCall(call) = node else {
                 return;
             };
@@ -130,6 +134,19 @@ impl Checker<'_> {
                         false
                     });
                 }
+                let function = stack.iter().rev().find_map(|n| match n {
+                    AnyNodeRef::StmtFunctionDef(f) => Some(*f),
+                    _ => None,
+                });
+                if let Some(f) = function
+                    && !models.is_empty()
+                    && models.iter().all(|m| {
+                        f.parameters.iter().any(|p| p.name().as_str() == *m)
+                            && !moved_in(self.text(f.range()), m)
+                    })
+                {
+                    from_arguments.push(call.range());
+                }
                 optimizers.push((call.range(), models));
             } else if let Expr::Attribute(a) = call.func.as_ref()
                 && matches!(self.method_name(call), Some("to" | "cuda" | "tpu"))
@@ -145,7 +162,10 @@ impl Checker<'_> {
                 .iter()
                 .any(|(m, what)| m.start() > at.start() && models.contains(what))
         });
-        let Some(built) = late.or(optimizers.first()).map(|(r, _)| *r) else {
+        let first = optimizers
+            .iter()
+            .find(|(at, _)| !from_arguments.contains(at));
+        let Some(built) = late.or(first).map(|(r, _)| *r) else {
             return vec![];
         };
         match first_move {
@@ -211,6 +231,15 @@ impl Checker<'_> {
 
 /// The fix of DEV018 and DEV020: `switch` (the swap switch with its comment) inserted at `at`,
 /// after the imports ([`torch_imported_at`]).
+/// Does this function's text move `name` (`name.to(`, `name.cuda(`, `name.tpu(`)?
+fn moved_in(text: &str, name: &str) -> bool {
+    regex::Regex::new(&format!(
+        r"\b{}\s*\.\s*(to|cuda|tpu)\(",
+        regex::escape(name)
+    ))
+    .is_ok_and(|re| re.is_match(text))
+}
+
 fn switch_after_imports(at: TextSize, switch: &str) -> Fix {
     Fix {
         edits: vec![Edit::replace(TextRange::empty(at), format!("\n\n{switch}"))],
@@ -382,5 +411,13 @@ mod tests {
         // A tensor moved first, the optimizer's own module after it (set U).
         let late = "import torch\n\ndef main():\n    emb = torch.zeros(4).to(\"tpu\")\n    decoder = torch.nn.Linear(2, 2)\n    opt = torch.optim.Adam(params=filter(lambda p: p.requires_grad, decoder.parameters()))\n    decoder = decoder.to(\"tpu\")\n\nmain()\n";
         assert!(dev020(late, None).is_some_and(|o| o.contains(super::SWAP)));
+        // A trainer given a model it never moves: its caller moved it first (set V).
+        let given = "import torch\n\n\ndef fit(model, loader):\n    opt = torch.optim.Adam(model.parameters())\n    for x in loader:\n        x = x.to(\"tpu\")\n        opt.step()\n\n\nif __name__ == \"__main__\":\n    fit(torch.nn.Linear(2, 2).to(\"tpu\"), [])\n";
+        assert_eq!(dev020(given, None), None);
+        let moved_inside = given.replace(
+            "    for x in loader:",
+            "    model.to(\"tpu\")\n    for x in loader:",
+        );
+        assert!(dev020(&moved_inside, None).is_some_and(|o| o.contains(super::SWAP)));
     }
 }

@@ -592,8 +592,13 @@ mod tests {
         let plain = "import torch\n\nn = torch.cuda.device_count()\n";
         let dir = tempfile::tempdir().unwrap();
         let path = write(dir.path(), "other.py", plain);
+        write(dir.path(), "requirements.txt", "torch>=2.11\n");
         assert!(migrate_all_at(plain, &path).contains("\nn = torch.accelerator.device_count()\n"));
-        write(dir.path(), "requirements.txt", "torchvision==0.15.2\n");
+        write(
+            dir.path(),
+            "requirements.txt",
+            "torch>=2.11\ntorchvision==0.15.2\n",
+        );
         super::super::forget();
         assert!(migrate_all_at(plain, &path).contains("if hasattr(torch, \"accelerator\"):"));
     }

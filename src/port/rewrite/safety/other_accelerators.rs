@@ -43,15 +43,33 @@ pub(in crate::port::rewrite) fn keep_other_accelerators(
             .as_ref()
             .is_some_and(|f| f.edits.iter().any(|e| asks_any_accelerator(&e.content)))
     };
-    let Some(path) = path else { return };
-    if !diags.iter().any(asks) || super::torch_pin::code::selects_other(src) {
+    if !diags.iter().any(asks) {
         return;
     }
-    let Some(file) = super::torch_pin::code::selecting_other(path) else {
-        return;
+    // The module selects MPS/XPU itself: the chain that does keeps its branch ahead of the
+    // accelerator's (an accelerator branch added after it is right there); a test elsewhere in
+    // the module (set V: a GPU picker returning early without CUDA, before `main` picks "mps")
+    // would take that machine over.
+    let own = super::torch_pin::code::selects_other(src);
+    let shown = if own {
+        "this module".to_string()
+    } else {
+        let Some(path) = path else { return };
+        let Some(file) = super::torch_pin::code::selecting_other(path) else {
+            return;
+        };
+        let project = crate::port::program::tree::project_of(path);
+        crate::port::program::tree::shown(&file, &project)
     };
-    let project = crate::port::program::tree::project_of(path);
-    let shown = crate::port::program::tree::shown(&file, &project);
+    let asks = |d: &Diagnostic| {
+        asks(d)
+            && !(own
+                && d.fix.as_ref().is_some_and(|f| {
+                    f.edits
+                        .iter()
+                        .all(|e| e.content.trim_start().starts_with("elif "))
+                }))
+    };
     let note = format!(
         "unsafe: this project also runs on Apple silicon or Intel GPUs ({shown} selects \"mps\" \
          or \"xpu\"), where torch.accelerator is available too: the ported test would move this \
@@ -85,6 +103,17 @@ mod tests {
         assert!(migrate_all_at(src, &path).contains("torch.accelerator.is_available()"));
     }
 
+    /// A module that picks "mps" in `main` keeps the CUDA test of its GPU picker (set V).
+    #[test]
+    fn a_test_stays_where_the_module_selects_mps_in_another_chain() {
+        let src = "import torch\n\n\ndef pick_gpu():\n    if not torch.cuda.is_available():\n        return None\n    return 0\n\n\ndef main():\n    gpu = pick_gpu()\n    if gpu is not None:\n        device = f\"cuda:{gpu}\"\n    elif torch.backends.mps.is_available():\n        device = \"mps\"\n    else:\n        device = \"cpu\"\n    return device\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "main.py", src);
+        write(dir.path(), "requirements.txt", "torch>=2.11\n");
+        let out = migrate_all_at(src, &path);
+        assert!(out.contains("if not torch.cuda.is_available():"), "{out}");
+    }
+
     #[test]
     fn a_root_script_stays_where_a_module_below_it_selects_mps() {
         let src = "import torch\n\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n";
@@ -110,6 +139,7 @@ mod tests {
             "pkg/device.py",
             "DEVICES = [\"mps\", \"cpu\"]\n",
         );
+        write(dir.path(), "requirements.txt", "torch>=2.11\n");
         let out = migrate_all_at(src, &path);
         assert!(out.contains("torch.accelerator.empty_cache()"), "{out}");
         assert!(!out.contains("torch.cuda.empty_cache()"), "{out}");

@@ -97,6 +97,7 @@ mod tests {
     fn a_gpu_requirement_is_an_accelerators_where_no_cuda_is_left() {
         let d = tempfile::tempdir().unwrap();
         let path = write(d.path(), "train.py", GUARD);
+        write(d.path(), "requirements.txt", "torch>=2.11\n");
         let out = migrate("CUD001", GUARD, Some(&path))
             .output
             .unwrap_or_default();

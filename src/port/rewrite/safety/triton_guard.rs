@@ -83,15 +83,16 @@ impl Checker<'_> {
 
 #[cfg(test)]
 mod tests {
-    use crate::port::test_support::migrate;
+    use crate::port::test_support::ported;
 
     #[test]
     fn cuda_checks_that_go_with_a_triton_check_keep_cuda() {
-        let src = "import pytest\nimport torch\nfrom kernels import lns_matmul, TRITON_AVAILABLE\n\n\ndef demo():\n    if not torch.cuda.is_available():\n        print(\"skip\")\n        return\n    if not TRITON_AVAILABLE:\n        return\n    lns_matmul(torch.randn(4, 4, device=\"cuda\"))\n\n\n@pytest.mark.skipif(not torch.cuda.is_available(), reason=\"CUDA\")\n@pytest.mark.skipif(not TRITON_AVAILABLE, reason=\"Triton\")\ndef test_kernel():\n    lns_matmul(torch.randn(4, 4, device=\"cuda\"))\n\n\ndef plain():\n    if not torch.cuda.is_available():\n        return\n    return torch.randn(4, device=\"cuda\")\n";
-        let out = migrate("CUD001", src, None).output.unwrap_or_default();
+        let src = "import pytest\nimport torch\nfrom kernels import lns_matmul, TRITON_AVAILABLE\n\n\ndef demo():\n    if not torch.cuda.is_available():\n        print(\"skip\")\n        return\n    if not TRITON_AVAILABLE:\n        return\n    lns_matmul(torch.randn(4, 4, device=\"cuda\"))\n\n\n@pytest.mark.skipif(not torch.cuda.is_available(), reason=\"CUDA\")\n@pytest.mark.skipif(not TRITON_AVAILABLE, reason=\"Triton\")\ndef test_kernel():\n    lns_matmul(torch.randn(4, 4, device=\"cuda\"))\n\n\ndef plain():\n    if torch.cuda.is_available():\n        return torch.randn(4, device=\"cuda\")\n";
+        // Every rule: the device the rest of `plain` selects is ported with its check.
+        let out = ported(src);
         assert_eq!(out.matches("torch.cuda.is_available()").count(), 2, "{out}");
         assert!(
-            out.contains("def plain():\n    if not torch.accelerator.is_available():"),
+            out.contains("def plain():\n    if torch.accelerator.is_available():"),
             "{out}"
         );
     }

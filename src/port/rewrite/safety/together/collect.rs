@@ -274,7 +274,9 @@ impl Collect<'_> {
             let (Some(rest), true) = (block(&body[i + 1..]), s.elif_else_clauses.is_empty()) else {
                 continue;
             };
-            if s.body.len() <= 3 && s.body.last().is_some_and(exits) {
+            // `if not <test>: return`: the rest runs when the test holds (CUDA's code).
+            let negated = matches!(s.test.as_ref(), Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not);
+            if negated && s.body.len() <= 3 && s.body.last().is_some_and(exits) {
                 self.g.guards.push(Guard {
                     test: s.test.range(),
                     arms: vec![rest],
@@ -561,10 +563,18 @@ mod tests {
     #[test]
     fn early_returns_select_the_rest_of_the_function() {
         let src = "import torch\n\n\ndef test_fused(self):\n    if not torch.cuda.is_available():\n        return\n    x = torch.ones(3, device=\"cuda\")\n    y = fused_cuda_forward(x)\n";
-        assert!(!migrate(src, false).contains("accelerator"), "{}", migrate(src, false));
+        assert!(
+            !migrate(src, false).contains("accelerator"),
+            "{}",
+            migrate(src, false)
+        );
         let skip = src.replace("        return\n", "        self.skipTest(\"no GPU\")\n");
         assert!(!migrate(&skip, false).contains("accelerator"));
         let plain = src.replace("fused_cuda_forward", "torch.relu");
-        assert!(migrate(&plain, false).contains("device=\"tpu\""), "{}", migrate(&plain, false));
+        assert!(
+            migrate(&plain, false).contains("device=\"tpu\""),
+            "{}",
+            migrate(&plain, false)
+        );
     }
 }

@@ -426,7 +426,8 @@ pub(in crate::port::rewrite) fn keep_together(
                 break;
             }
         }
-        let safe_in = |d: &Diagnostic, t: TextRange| fixed(d, true) && ported(d) && t.contains_range(d.range);
+        let safe_in =
+            |d: &Diagnostic, t: TextRange| fixed(d, true) && ported(d) && t.contains_range(d.range);
         changed |= question::same_question(src, &relevant, diags, &safe_in, &left);
         if !changed {
             break;

@@ -16,6 +16,19 @@ fn spelled(src: &str, r: TextRange) -> String {
     src[r].split_whitespace().collect()
 }
 
+/// A question about the machine, the same wherever it is asked: `torch.cuda.is_available()`,
+/// `torch.cuda.device_count() > 1`, `not ...` (a test of a function's own `device` asks about
+/// that argument, which differs between functions).
+fn about_the_machine(test: &str) -> bool {
+    static MACHINE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"^(not|\(|\)|and|or|torch\.cuda\.(is_available|device_count)\(\)|[<>=!]=?|\d+)*$",
+        )
+        .unwrap()
+    });
+    test.contains("torch.cuda.") && MACHINE.is_match(test)
+}
+
 /// Make unsafe the safe fixes in tests that ask what another test of the module, left CUDA's,
 /// asks (`left(diags, test, true)`: what CUDA stays in a test once the safe fixes apply);
 /// whether anything changed.
@@ -33,6 +46,9 @@ pub(super) fn same_question(
             continue;
         }
         let question = spelled(src, guard.test);
+        if !about_the_machine(&question) {
+            continue;
+        }
         let Some(kept) = guards.iter().find(|other| {
             other.test != guard.test
                 && spelled(src, other.test) == question
@@ -61,7 +77,10 @@ mod tests {
     fn tests_asking_the_same_question_go_together() {
         let src = "import torch\n\n\ndef run(model, x):\n    if torch.cuda.is_available():\n        model = model.cuda()\n        torch.cuda.reset_peak_memory_stats_custom()\n    if torch.cuda.is_available():\n        x = x.cuda()\n    return model(x)\n\n\nif __name__ == \"__main__\":\n    run(None, None)\n";
         let out = migrate(src, false);
-        assert!(!out.contains("accelerator.is_available") && !out.contains("\"tpu\""), "{out}");
+        assert!(
+            !out.contains("accelerator.is_available") && !out.contains("\"tpu\""),
+            "{out}"
+        );
         let both = src.replace("        torch.cuda.reset_peak_memory_stats_custom()\n", "");
         let out = migrate(&both, false);
         assert_eq!(out.matches("is_available").count(), 2, "{out}");

@@ -1,5 +1,6 @@
 //! The torch a project supports, read from its files, and the fixes kept within it.
 
+use crate::port::diagnostic::UNDECLARED_TORCH;
 use crate::port::test_support::{migrate_all_at, write};
 
 const SRC: &str =
@@ -86,10 +87,71 @@ fn a_conda_environment_under_any_name_is_read() {
     let env = "name: Pytorch-Transformer\ndependencies:\n  - python=3.6.15=hb7a2778_0_cpython\n  - pytorch=1.10.2=py3.6_cuda10.2_cudnn7.6.5_0\n";
     let out = port_beside("train.py", SRC, Some(("Pytorch-Transformer.yaml", env)));
     assert!(out.contains("torch.cuda.device_count()"), "{out}");
-    // Other YAML (a model config) says nothing about torch.
+    // Other YAML (a model config) says nothing about torch: the project declares none.
     let config = "model:\n  name: pytorch=1.10\n";
-    let out = port_beside("train.py", SRC, Some(("config.yaml", config)));
-    assert!(!out.contains("torch.cuda.device_count()"), "{out}");
+    let notes = notes_beside("train.py", SRC, ("config.yaml", config));
+    assert!(
+        notes.iter().all(|n| !n.contains("1.10"))
+            && notes.iter().any(|n| n.contains(UNDECLARED_TORCH)),
+        "{notes:?}"
+    );
+}
+
+/// The notes of every finding of `text` at `name`, beside the file `pin`.
+fn notes_beside(name: &str, text: &str, pin: (&str, &str)) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), name, text);
+    write(dir.path(), pin.0, pin.1);
+    let rules = crate::port::RuleSet::builtin();
+    let index = crate::port::RuleIndex::new(&rules);
+    let settings = crate::port::Settings::default();
+    crate::port::migrate_source_at(text, Some(&path), &rules, &index, settings)
+        .diagnostics
+        .into_iter()
+        .filter_map(|d| d.note)
+        .collect()
+}
+
+/// A project that declares no torch keeps both forms (sets S-U); `--min-torch` declares one
+/// over the pins.
+#[test]
+fn a_project_that_declares_no_torch_keeps_both_forms_until_one_is_declared() {
+    let src = "import torch\n\nn = torch.cuda.device_count()\nfree = torch.cuda.mem_get_info()\n";
+    let out = port_beside("train.py", src, None);
+    assert!(
+        out.contains("if hasattr(torch, \"accelerator\"):\n    n = torch.accelerator.device_count()\nelse:\n    n = torch.cuda.device_count()\n"),
+        "{out}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "train.py", src);
+    write(dir.path(), "requirements.txt", "torch==1.13.1\n");
+    let rules = crate::port::RuleSet::builtin();
+    let index = crate::port::RuleIndex::new(&rules);
+    let declared = crate::port::Settings {
+        min_torch: Some((2, 11)),
+        ..Default::default()
+    };
+    let out = crate::port::migrate_source_at(src, Some(&path), &rules, &index, declared);
+    let text = out.output.unwrap_or_default();
+    assert!(
+        text.contains("\nn = torch.accelerator.device_count()\n"),
+        "{text}"
+    );
+    assert!(!text.contains("hasattr"), "{text}");
+    // Declared older than a form needs: the form that no test finds stays unsafe, named.
+    let old = crate::port::Settings {
+        min_torch: Some((2, 6)),
+        ..Default::default()
+    };
+    let out = crate::port::migrate_source_at(src, Some(&path), &rules, &index, old);
+    assert!(
+        out.diagnostics
+            .iter()
+            .filter_map(|d| d.note.as_deref())
+            .any(|n| n.contains("--min-torch")),
+        "{:?}",
+        out.diagnostics
+    );
 }
 
 #[test]
@@ -103,6 +165,13 @@ fn an_accelerator_branch_added_to_a_chain_asks_for_torch_accelerator_on_old_torc
         "{out}"
     );
     let out = port_beside("dev.py", src, None);
+    assert!(
+        out.contains(
+            "    elif hasattr(torch, \"accelerator\") and torch.accelerator.is_available():\n"
+        ),
+        "{out}"
+    );
+    let out = port_beside("dev.py", src, Some(("requirements.txt", "torch>=2.11\n")));
     assert!(
         out.contains("    elif torch.accelerator.is_available():\n"),
         "{out}"
