@@ -81,7 +81,7 @@ fn gpt_example_report_matches_its_events_and_leaves_the_files_alone() {
     let venv = venv();
     let example = repo().join("examples/cuda/gpt");
     let before = snapshot(&example);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let out = dir.path().join("report");
     let run = tpuport(&venv, 900)
         .args(["check", "--target", "sim"])
@@ -386,7 +386,7 @@ fn an_op_a_tpu_lacks_and_a_triton_kernel_are_blocked_with_the_line() {
     assert_eq!(machine["verdict"], "ready", "{machine}");
 
     // A script that fails as written cannot be checked: exit 2, and why, with the line.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     fs::write(
         dir.path().join("train.py"),
         "def load():\n    raise FileNotFoundError('data/train.bin')\n\n\nload()\n",
@@ -448,7 +448,7 @@ fn losses(path: &Path) -> Vec<(u64, f64)> {
 #[test]
 fn the_original_machine_section_catches_a_rewrite_that_changes_the_losses() {
     let venv = venv();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let check = |name: &str| -> (Option<i32>, Value, PathBuf) {
         let fixture = repo().join(format!("tests/data/check/{name}"));
         let before = snapshot(&fixture);

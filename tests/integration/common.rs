@@ -127,3 +127,12 @@ pub fn steps(path: &Path) -> usize {
         .filter(|e| matches!(e, Event::Step(_)))
         .count()
 }
+
+/// A temporary project folder that declares the torch it runs (`requirements.txt`:
+/// `torch>=2.11`), so the portable forms are written alone: a project that declares no torch
+/// keeps its original beside each of them (tests/integration/portable.rs tests that).
+pub fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("requirements.txt"), "torch>=2.11\n").unwrap();
+    dir
+}

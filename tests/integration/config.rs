@@ -27,7 +27,7 @@ const DEVICES: &str = "import torch\nx = torch.zeros(3, device=\"cuda\")\ny = to
 
 #[test]
 fn ignore_file_leaves_the_file_untouched() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let text =
         format!("# Copyright 2026\n# tpuport: ignore-file  (CUDA-only benchmark)\n{DEVICES}");
     let f = write(dir.path(), "bench.py", &text);
@@ -43,7 +43,7 @@ fn ignore_file_leaves_the_file_untouched() {
 
 #[test]
 fn ignore_file_with_codes_silences_only_those_rules() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let f = write(
         dir.path(),
         "a.py",
@@ -60,7 +60,7 @@ fn ignore_file_with_codes_silences_only_those_rules() {
 
 #[test]
 fn noqa_keeps_its_line_and_the_next_line_is_rewritten() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let f = write(
         dir.path(),
         "a.py",
@@ -86,7 +86,7 @@ fn noqa_keeps_its_line_and_the_next_line_is_rewritten() {
 
 #[test]
 fn family_prefix_and_tpuport_noqa() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let f = write(
         dir.path(),
         "a.py",
@@ -105,7 +105,7 @@ fn family_prefix_and_tpuport_noqa() {
 
 #[test]
 fn pyproject_ignore_is_respected_and_select_on_the_command_line_wins() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     write(
         dir.path(),
         "pyproject.toml",
@@ -142,7 +142,7 @@ fn pyproject_ignore_is_respected_and_select_on_the_command_line_wins() {
 
 #[test]
 fn explicit_config_file() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     write(dir.path(), "a.py", DEVICES);
     write(dir.path(), "ci/tpuport.toml", "select = [\"CUD\"]\n");
     tpuport(dir.path())
@@ -167,7 +167,7 @@ fn explicit_config_file() {
 
 #[test]
 fn exclude_patterns_skip_paths_while_walking() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     write(
         dir.path(),
         "pyproject.toml",
@@ -194,7 +194,7 @@ fn exclude_patterns_skip_paths_while_walking() {
 
 #[test]
 fn unsafe_fixes_and_rules_from_the_file() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     write(
         dir.path(),
         "a.py",
@@ -223,7 +223,7 @@ fn unsafe_fixes_and_rules_from_the_file() {
 
 #[test]
 fn a_bad_key_is_an_error_naming_the_file_line_and_valid_keys() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     write(
         dir.path(),
         "pyproject.toml",

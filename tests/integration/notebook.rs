@@ -21,7 +21,7 @@ const NAME: &str = "train_cuda.ipynb";
 
 /// The fixture, copied into a fresh folder.
 fn fixture() -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let text = fs::read_to_string(repo().join("tests/data/notebooks").join(NAME)).unwrap();
     fs::write(dir.path().join(NAME), &text).unwrap();
     (dir, text)
@@ -206,7 +206,7 @@ fn notebooks_are_found_in_folders_and_checkpoints_skipped() {
 
 #[test]
 fn a_broken_notebook_is_an_error_and_left_alone() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let bad = "{\n \"cells\": [\n  {\"cell_type\": \"code\", \"source\": [\"x.cuda()\"]\n ]\n}\n";
     let old = "{\"worksheets\": [{\"cells\": []}], \"nbformat\": 3}\n";
     fs::write(dir.path().join("bad.ipynb"), bad).unwrap();

@@ -78,7 +78,7 @@ fn portable_ports_run_as_the_original_on_its_machine_and_train_on_torch_tpu() {
             ][..],
         ),
     ] {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::project();
         let (orig, port) = (dir.path().join("orig"), dir.path().join("port"));
         for d in [&orig, &port] {
             std::fs::create_dir(d).unwrap();
@@ -129,7 +129,7 @@ fn portable_ports_run_as_the_original_on_its_machine_and_train_on_torch_tpu() {
 fn portable_ports_run_as_the_original_on_a_cpu_only_torch_build() {
     let venv = venv();
     let script = "train_cpu_fallback.py";
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     std::fs::write(
         dir.path().join("sitecustomize.py"),
         "import torch\n\

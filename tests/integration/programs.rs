@@ -174,3 +174,38 @@ fn a_trainer_a_hydra_config_builds_is_reported_with_its_config() {
         found[0]
     );
 }
+
+/// A device a YAML config sets to CUDA (set W): the load that reads it is the finding (DEV022),
+/// naming the config's line; the program counts as blocked, not ported whole.
+#[test]
+fn a_cuda_device_a_config_sets_is_reported_on_the_load() {
+    let files = [
+        (
+            "configs/train.yaml",
+            "model:\n  channels: 64\ndevice: cuda\nepochs: 3\n",
+        ),
+        (
+            "train.py",
+            "import torch\nimport yaml\n\n\ndef main():\n    with open('configs/train.yaml') as f:\n        cfg = yaml.safe_load(f)\n    device = torch.device(cfg['device'] if torch.cuda.is_available() else 'cpu')\n    model = torch.nn.Linear(2, 2).to(device)\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    loss = model(torch.ones(2, device=device)).sum()\n    loss.backward()\n    opt.step()\n\n\nif __name__ == '__main__':\n    main()\n",
+        ),
+    ];
+    let findings = findings_of_tree(&files);
+    let found: Vec<&Value> = findings.iter().filter(|f| f["rule"] == "DEV022").collect();
+    assert_eq!(found.len(), 1, "{findings:#?}");
+    assert_eq!(found[0]["line"], 7, "{:#}", found[0]);
+    assert!(
+        found[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("(configs/train.yaml:3: `device: cuda`)"),
+        "{:#}",
+        found[0]
+    );
+    // A config that says `auto` (or another device) says nothing.
+    let auto = [(files[0].0, "device: auto\n"), files[1]];
+    let findings = findings_of_tree(&auto);
+    assert!(
+        !findings.iter().any(|f| f["rule"] == "DEV022"),
+        "{findings:#?}"
+    );
+}

@@ -62,7 +62,7 @@ fn accept_all(path: &Path, unsafe_fixes: bool) {
 
 #[test]
 fn accepting_every_fix_gives_what_write_gives() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let mut n = 0;
     for folder in ["examples/cuda", "examples/xla"] {
         for e in std::fs::read_dir(folder).unwrap() {
@@ -132,7 +132,7 @@ fn every_fixture_accepted_whole_is_the_plain_migration() {
 
 #[test]
 fn a_skipped_fix_stays_out_and_the_others_go_in() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let path = dir.path().join("s.py");
     std::fs::write(&path, format!("\u{feff}{}", SCRIPT.replace('\n', "\r\n"))).unwrap();
     let rules = RuleSet::builtin();
@@ -178,7 +178,7 @@ fn a_skipped_fix_stays_out_and_the_others_go_in() {
 /// in or is named in the summary with why.
 #[test]
 fn half_the_fixes_accepted() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let mut paths = vec![];
     for folder in ["examples/cuda", "examples/xla"] {
         for e in std::fs::read_dir(folder).unwrap() {
@@ -224,7 +224,7 @@ fn half_the_fixes_accepted() {
 
 #[test]
 fn an_edited_fix_writes_what_was_saved() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let path = dir.path().join("s.py");
     std::fs::write(&path, SCRIPT).unwrap();
     let rules = RuleSet::builtin();
@@ -304,7 +304,7 @@ fn without_a_terminal_it_says_what_to_use() {
 /// `tests/data/review.py` copied to a new folder as `train.py`, and `tpuport migrate -i` started
 /// on it in a tmux session `name` (`env`: assignments put before the command).
 fn review_in_tmux(name: &str, env: &str) -> (tempfile::TempDir, PathBuf, Tmux) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let script = dir.path().join("train.py");
     std::fs::copy(repo().join("tests/data/review.py"), &script).unwrap();
     let t = start(name);
@@ -366,6 +366,7 @@ fn review_screen_accepts_one_fix_and_skips_another() {
     let names: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
+        .filter(|n| n != "requirements.txt")
         .collect();
     assert_eq!(names.len(), 1, "{names:?}");
 }

@@ -28,7 +28,7 @@ fn sim(venv: &Path) -> Command {
 /// The given torch_xla examples, copied to a temporary folder and migrated there with
 /// `--write --unsafe-fixes`.
 fn migrated_xla_examples(names: &[&str]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     for name in names {
         fs::copy(
             repo().join("examples/xla").join(name),
@@ -101,7 +101,7 @@ fn forward_compiles(evs: &[Event]) -> Vec<&tpuport::profile::event::Compile> {
 #[test]
 fn gpt_trains_fifty_steps_on_the_sim_target() {
     let venv = venv();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let ev = dir.path().join("gpt.jsonl");
     let out = sim(&venv)
         .args(["--events"])
@@ -207,7 +207,7 @@ fn step_breakdown_adds_up(evs: &[Event], sampled: &[u64], stderr: &str) {
 #[test]
 fn recompiles_per_shape_until_the_limit_and_buckets_keep_two() {
     let venv = venv();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let ev = dir.path().join("vary.jsonl");
     let out = sim(&venv)
         .args(["--hbm-track", "off"])
@@ -267,7 +267,7 @@ fn recompiles_per_shape_until_the_limit_and_buckets_keep_two() {
 #[test]
 fn two_rank_ddp_with_tpu_dist_under_torchrun() {
     let venv = venv();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let gpt = gpt();
     let args = [gpt.as_str(), "--steps", "12", "--backend", "tpu_dist"];
     let (out, files) = torchrun_two_ranks(&venv, dir.path(), &args);
@@ -288,7 +288,7 @@ fn two_rank_ddp_with_tpu_dist_under_torchrun() {
 #[test]
 fn torch_tpu_api_and_precision_on_the_sim_target() {
     let venv = venv();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let out = sim(&venv)
         .args(["--hbm-track", "full", "--cpu-fallback"])
         .env("TPUPORT_SIM_HIDE_CUDA", "1")
@@ -370,7 +370,7 @@ pub(crate) fn every_api_check_passed(stdout: &str) {
 #[test]
 fn hbm_tracker_strict_hbm_and_defer_fuse_syncs() {
     let venv = venv();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let ev = dir.path().join("hbm.jsonl");
     let out = sim(&venv)
         .args([
@@ -448,7 +448,7 @@ fn numerics_compares_float32_with_tpu_precision() {
 #[test]
 fn launch_variables_module() {
     let venv = venv();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let out = sim(&venv)
         .current_dir(dir.path())
         .args(["-m", "torch.tpu.distributed"])

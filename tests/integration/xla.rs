@@ -71,7 +71,7 @@ print(json.dumps(sorted(lines)))
 }
 
 fn migrate_copy(name: &str, unsafe_fixes: bool) -> (tempfile::TempDir, PathBuf, String) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let f = dir.path().join(name);
     fs::copy(example(name), &f).unwrap();
     let mut cmd = tpuport();
@@ -188,7 +188,7 @@ fn statistics_for_the_examples() {
 }
 
 fn migrate_text(src: &str, args: &[&str]) -> (String, String) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::common::project();
     let f = dir.path().join("train.py");
     fs::write(&f, src).unwrap();
     let out = tpuport()

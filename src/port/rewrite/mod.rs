@@ -52,6 +52,7 @@ use std::collections::{HashMap, HashSet};
 pub fn forget() {
     safety::forget();
     lints::forget_configs();
+    lints::forget_device_configs();
 }
 
 use ruff_python_ast::visitor::source_order::{SourceOrderVisitor, TraversalSignal};

@@ -69,6 +69,8 @@ pub enum Lint {
     TrainerFromConfig,
     /// A model an entry script builds, calls and never moves, in a program that uses CUDA.
     ModelNeverMoved,
+    /// A config file of the project sets a CUDA device, and this module loads a config.
+    DeviceFromConfig,
 }
 
 /// Words a module that builds a convolutional network spells (`nn.Conv2d`, `torchvision`'s or
@@ -113,7 +115,7 @@ impl Lint {
     }
 
     /// Every lint: its name in rule files and what it finds.
-    pub const ALL: [(&'static str, Lint, &'static str); 20] = [
+    pub const ALL: [(&'static str, Lint, &'static str); 21] = [
         (
             "host-sync-in-loop",
             Lint::HostSyncInLoop,
@@ -213,6 +215,11 @@ impl Lint {
             "model-never-moved",
             Lint::ModelNeverMoved,
             "a model an entry script builds (`m = Class(...)`), calls and never moves (every use known: its forward and module methods such as eval/load_state_dict/parameters), in a program whose own code or project modules use CUDA",
+        ),
+        (
+            "device-from-config",
+            Lint::DeviceFromConfig,
+            "a config load (`yaml.safe_load`, `OmegaConf.load`, `json.load`) in a project whose YAML/JSON configs set a device to CUDA (`device: cuda`)",
         ),
     ];
 

@@ -30,7 +30,7 @@ mod modes {
 
     #[test]
     fn preview_shows_findings_and_diff_writes_nothing() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::project();
         let f = write(dir.path(), "train.py", CUDA_SCRIPT);
         tpuport()
             .args(["migrate", f.to_str().unwrap()])
@@ -46,7 +46,7 @@ mod modes {
 
     #[test]
     fn check_exits_0_when_clean_and_1_on_findings() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::project();
         let clean = write(
             dir.path(),
             "clean.py",
@@ -67,7 +67,7 @@ mod modes {
 
     #[test]
     fn diff_is_a_patch_git_can_apply() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::project();
         write(dir.path(), "train.py", CUDA_SCRIPT);
         let out = tpuport()
             .current_dir(dir.path())
@@ -97,7 +97,7 @@ mod modes {
 
     #[test]
     fn write_applies_fixes_and_preserves_everything_else() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::project();
         // BOM, CRLF, tabs, comments and odd quoting must all survive byte for byte.
         let src = "\u{feff}import torch  # keep me\r\n\r\nif True:\r\n\tdev = torch.device('cuda')  # device\r\n\ttorch.cuda.synchronize( )\r\n";
         let f = write(dir.path(), "w.py", src);
@@ -133,7 +133,7 @@ mod modes {
 
     #[test]
     fn unsafe_fixes_need_the_flag() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::project();
         let f = write(
             dir.path(),
             "u.py",
@@ -157,7 +157,7 @@ mod modes {
 
     #[test]
     fn select_and_ignore() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::project();
         let f = write(dir.path(), "s.py", CUDA_SCRIPT);
         tpuport()
             .args(["migrate", "--check", "--select", "DEV", f.to_str().unwrap()])
@@ -184,7 +184,7 @@ mod modes {
 
     #[test]
     fn ignore_comments_silence_findings() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::project();
         let src = "import torch\ntorch.cuda.synchronize()  # tpuport: ignore\ntorch.cuda.init()  # tpuport: ignore[CUD007]\nlabel = \"cuda\"  # tpuport: ignore[DEV017, CUD001]\n";
         let f = write(dir.path(), "i.py", src);
         tpuport()
@@ -198,7 +198,7 @@ mod modes {
 
     #[test]
     fn exit_zero_keeps_errors() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::project();
         let f = write(dir.path(), "e.py", CUDA_SCRIPT);
         tpuport()
             .args(["migrate", "--exit-zero", f.to_str().unwrap()])
@@ -216,7 +216,7 @@ mod modes {
 
     #[test]
     fn json_output_carries_edits() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::project();
         let f = write(dir.path(), "j.py", CUDA_SCRIPT);
         let out = tpuport()
             .args([
@@ -245,7 +245,7 @@ mod walking {
 
     #[test]
     fn folders_respect_gitignore_and_skip_other_files() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::project();
         write(dir.path(), ".gitignore", "build/\n");
         write(dir.path(), "a.py", CUDA_SCRIPT);
         write(dir.path(), "pkg/b.py", CUDA_SCRIPT);
@@ -267,7 +267,7 @@ mod bad_input {
 
     #[test]
     fn each_bad_file_is_explained_and_the_rest_is_processed() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::project();
         let d = dir.path();
         write(d, "good.py", CUDA_SCRIPT);
         write(
@@ -353,7 +353,7 @@ mod user_rules {
 
     #[test]
     fn a_rule_folder_adds_rules_without_rust() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::project();
         let f = write(
             dir.path(),
             "job.py",
@@ -387,7 +387,7 @@ mod user_rules {
             .stdout(predicate::str::contains("PASS TEAM001"))
             .stdout(predicate::str::contains("2 rules: 2 passed, 0 failed"));
         // A copy whose pinned result no longer matches fails, with the diff.
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::project();
         fs::copy(
             fixtures().join("rules_valid/TEAM.toml"),
             dir.path().join("TEAM.toml"),
@@ -438,7 +438,7 @@ mod user_rules {
             ),
         ];
         for (file, expected) in cases {
-            let dir = tempfile::tempdir().unwrap();
+            let dir = crate::common::project();
             fs::copy(
                 fixtures().join("rules_invalid").join(file),
                 dir.path().join(file),
@@ -518,7 +518,7 @@ mod acceptance {
     #[test]
     fn ddp_script_migrates_cleanly() {
         for example in ["ddp_train.py", "single_gpu_train.py", "fsdp_lm.py"] {
-            let dir = tempfile::tempdir().unwrap();
+            let dir = crate::common::project();
             let src = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("examples/cuda")
                 .join(example);
@@ -567,7 +567,7 @@ mod acceptance {
         // TPU's default float32 matmul precision (PRC008: it trains in float32) and, under the
         // portable default, `cudnn.benchmark = True`, which only `--to tpu` removes (it does
         // nothing on a TPU and still tunes CUDA).
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::common::project();
         let f = dir.path().join("ddp_train.py");
         fs::copy(
             Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cuda/ddp_train.py"),

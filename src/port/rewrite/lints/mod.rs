@@ -15,6 +15,7 @@
 
 mod checkpoint;
 mod compiled;
+mod config_device;
 mod configs;
 mod ddp;
 mod extension;
@@ -33,6 +34,7 @@ use super::Checker;
 use crate::port::diagnostic::Diagnostic;
 use crate::port::rules::{Lint, Matcher};
 
+pub(super) use config_device::forget as forget_device_configs;
 pub(super) use configs::forget as forget_configs;
 
 /// One place a lint found, with the words that fill the rule message's `{detail}`, and the fix
@@ -99,6 +101,7 @@ impl<'a> Checker<'a> {
                 Lint::SafetensorsDevice => self.safetensors_devices(),
                 Lint::TrainerFromConfig => self.trainers_from_configs(),
                 Lint::ModelNeverMoved => self.models_never_moved(),
+                Lint::DeviceFromConfig => self.devices_from_configs(),
                 // Judged over the whole run, not per file (`port::program`, the driver).
                 Lint::ProgramBlocked => vec![],
                 Lint::HalfPrecision => model::half_casts(self),

@@ -349,7 +349,10 @@ impl<'a> Checker<'a> {
         let imported_flag = |i: &ast::StmtImportFrom, name: &str| {
             path.is_some_and(|p| crate::port::neighbours::imported_cuda_flag(p, i, name))
         };
-        together::Guards::of(&self.parsed.module.body, self.cuda_defs(), &imported_flag)
+        let mut g =
+            together::Guards::of(&self.parsed.module.body, self.cuda_defs(), &imported_flag);
+        g.ask_once = self.target == Target::Portable && self.facts.program;
+        g
     }
 
     /// Question 3, last: drop fixes that touch a region with a syntax error; an unsafe fix keeps its reason as

@@ -28,7 +28,15 @@ fn asks_any_accelerator(content: &str) -> bool {
         .iter()
         .map(|a| content.matches(a).count())
         .sum::<usize>();
-    asks > 0 && !(asks == 1 && content.contains(MOVES_NO_WORK))
+    (asks > 0 && !(asks == 1 && content.contains(MOVES_NO_WORK))) || switches_on_precision(content)
+}
+
+/// An autocast or a scaler on the current accelerator: CUDA's switched itself off on a Mac (a
+/// warning, then float32), the accelerator's runs on MPS (set W: a speech server's codec on
+/// MPS, its autocast excluded from MPS on purpose).
+fn switches_on_precision(content: &str) -> bool {
+    content.contains("current_accelerator")
+        && (content.contains("torch.autocast") || content.contains("GradScaler"))
 }
 
 /// Make unsafe the fixes that ask `torch.accelerator` whether there is one, in a project that
@@ -38,18 +46,25 @@ pub(in crate::port::rewrite) fn keep_other_accelerators(
     src: &str,
     diags: &mut [Diagnostic],
 ) {
-    let asks = |d: &Diagnostic| {
-        d.fix
-            .as_ref()
-            .is_some_and(|f| f.edits.iter().any(|e| asks_any_accelerator(&e.content)))
+    // A fix's edits together (an autocast's callee and its arguments are two edits).
+    let written = |d: &Diagnostic| -> Option<String> {
+        Some(
+            d.fix
+                .as_ref()?
+                .edits
+                .iter()
+                .map(|e| e.content.as_str())
+                .collect(),
+        )
     };
+    let asks = |d: &Diagnostic| written(d).is_some_and(|w| asks_any_accelerator(&w));
     if !diags.iter().any(asks) {
         return;
     }
-    // The module selects MPS/XPU itself: the chain that does keeps its branch ahead of the
-    // accelerator's (an accelerator branch added after it is right there); a test elsewhere in
-    // the module (set V: a GPU picker returning early without CUDA, before `main` picks "mps")
-    // would take that machine over.
+    // The module selects MPS/XPU itself: its chains keep their MPS branch ahead of the
+    // accelerator's (the chain rules), and a test elsewhere that selects NVML's GPU picker keeps
+    // CUDA's (set V; `together`). What they do not see: an autocast or scaler on the current
+    // accelerator, which switches float16 on for MPS (set W).
     let own = super::torch_pin::code::selects_other(src);
     let shown = if own {
         "this module".to_string()
@@ -61,14 +76,9 @@ pub(in crate::port::rewrite) fn keep_other_accelerators(
         let project = crate::port::program::tree::project_of(path);
         crate::port::program::tree::shown(&file, &project)
     };
-    let asks = |d: &Diagnostic| {
-        asks(d)
-            && !(own
-                && d.fix.as_ref().is_some_and(|f| {
-                    f.edits
-                        .iter()
-                        .all(|e| e.content.trim_start().starts_with("elif "))
-                }))
+    let asks = |d: &Diagnostic| match own {
+        true => written(d).is_some_and(|w| switches_on_precision(&w)),
+        false => asks(d),
     };
     let note = format!(
         "unsafe: this project also runs on Apple silicon or Intel GPUs ({shown} selects \"mps\" \
@@ -103,15 +113,21 @@ mod tests {
         assert!(migrate_all_at(src, &path).contains("torch.accelerator.is_available()"));
     }
 
-    /// A module that picks "mps" in `main` keeps the CUDA test of its GPU picker (set V).
+    /// A module that picks "mps" in `main` keeps the CUDA test of its NVML GPU picker (set V),
+    /// and its CUDA autocast (set W).
     #[test]
     fn a_test_stays_where_the_module_selects_mps_in_another_chain() {
-        let src = "import torch\n\n\ndef pick_gpu():\n    if not torch.cuda.is_available():\n        return None\n    return 0\n\n\ndef main():\n    gpu = pick_gpu()\n    if gpu is not None:\n        device = f\"cuda:{gpu}\"\n    elif torch.backends.mps.is_available():\n        device = \"mps\"\n    else:\n        device = \"cpu\"\n    return device\n";
+        let src = "import pynvml\nimport torch\n\n\ndef pick_gpu():\n    if not torch.cuda.is_available():\n        return None\n    pynvml.nvmlInit()\n    return 0\n\n\ndef main():\n    gpu = pick_gpu()\n    if gpu is not None:\n        device = f\"cuda:{gpu}\"\n    elif torch.backends.mps.is_available():\n        device = \"mps\"\n    else:\n        device = \"cpu\"\n    return device\n";
         let dir = tempfile::tempdir().unwrap();
         let path = write(dir.path(), "main.py", src);
         write(dir.path(), "requirements.txt", "torch>=2.11\n");
         let out = migrate_all_at(src, &path);
         assert!(out.contains("if not torch.cuda.is_available():"), "{out}");
+        // An autocast on the accelerator there switches float16 on for MPS: unsafe.
+        let amp = "import torch\n\n\ndef infer(m, x):\n    with torch.cuda.amp.autocast():\n        return m(x)\n\n\nDEVICE = \"mps\" if torch.backends.mps.is_available() else \"cpu\"\n";
+        let path = write(dir.path(), "serve.py", amp);
+        let out = migrate_all_at(amp, &path);
+        assert!(out.contains("torch.cuda.amp.autocast()"), "{out}");
     }
 
     #[test]

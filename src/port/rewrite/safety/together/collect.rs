@@ -45,7 +45,7 @@ pub(super) static CUDA_IDENT: LazyLock<Regex> = LazyLock::new(|| {
         .map(|r| regex::escape(r))
         .collect();
     Regex::new(&format!(
-        r"(?i)rocm|(^|_)(sm\d+|sm_at_least|sm_version|mi\d{{3}}|hopper|blackwell|ampere|fa3|cublas|cudnn|nvml|nccl)(_|$|\d)|{}",
+        r"(?i)rocm|pynvml|nvidia_smi|gputil|(^|_)(sm\d+|sm_at_least|sm_version|mi\d{{3}}|hopper|blackwell|ampere|fa3|cublas|cudnn|nvml|nccl)(_|$|\d)|{}",
         libraries.join("|")
     ))
     .unwrap()
@@ -475,6 +475,9 @@ pub(in crate::port::rewrite) struct Guards {
     pub(super) flag_uses: Vec<(String, TextRange)>,
     /// Chains that pick a device first, for an accelerator branch.
     pub(super) branches: Vec<Branch>,
+    /// Tests asking the same question go together ([`super::question`]): a program's, under
+    /// `--to portable` (a library's functions are called apart).
+    pub(in crate::port::rewrite) ask_once: bool,
 }
 
 impl Guards {
@@ -532,6 +535,7 @@ impl Guards {
                 flags,
                 flag_uses: vec![],
                 branches: vec![],
+                ask_once: false,
             },
         };
         for stmt in body {

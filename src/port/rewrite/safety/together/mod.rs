@@ -428,7 +428,7 @@ pub(in crate::port::rewrite) fn keep_together(
         }
         let safe_in =
             |d: &Diagnostic, t: TextRange| fixed(d, true) && ported(d) && t.contains_range(d.range);
-        changed |= question::same_question(src, &relevant, diags, &safe_in, &left);
+        changed |= g.ask_once && question::same_question(src, &relevant, diags, &safe_in, &left);
         if !changed {
             break;
         }

@@ -3,13 +3,18 @@
 //! ports all of them or none. Where one of them stays CUDA's (its code keeps a CUDA name, or a
 //! finding there has no safe fix), the others would send the data to the TPU while the model
 //! stays on the CPU: a device-mismatch crash where the original ran on the CPU throughout
-//! (set T: a classifier whose model-moving test was left, its batch-moving tests ported).
+//! (set T: a classifier whose model-moving test was left, its batch-moving tests ported). In
+//! programs under `--to portable` only: `--to tpu` keeps its literal output, and a library's
+//! functions are called apart.
 
 use ruff_text_size::TextRange;
 
 use super::collect::Guard;
 use super::{demote, line_of, snippet};
 use crate::port::diagnostic::Diagnostic;
+
+/// What CUDA stays in a range once the fixes apply (safe ones only, with `true`).
+type LeftIn<'a> = dyn Fn(&[Diagnostic], TextRange, bool) -> Option<TextRange> + 'a;
 
 /// A test's text without its spacing, to compare two tests.
 fn spelled(src: &str, r: TextRange) -> String {
@@ -37,7 +42,7 @@ pub(super) fn same_question(
     guards: &[&Guard],
     diags: &mut [Diagnostic],
     in_tests: &dyn Fn(&Diagnostic, TextRange) -> bool,
-    left: &dyn Fn(&[Diagnostic], TextRange, bool) -> Option<TextRange>,
+    left: &LeftIn<'_>,
 ) -> bool {
     let mut changed = false;
     for guard in guards {
@@ -70,19 +75,16 @@ pub(super) fn same_question(
 
 #[cfg(test)]
 mod tests {
-    use crate::port::rewrite::migrated as migrate;
+    use crate::port::test_support::ported;
 
     /// A test that moves the batch is ported only with the test that moves the model.
     #[test]
     fn tests_asking_the_same_question_go_together() {
         let src = "import torch\n\n\ndef run(model, x):\n    if torch.cuda.is_available():\n        model = model.cuda()\n        torch.cuda.reset_peak_memory_stats_custom()\n    if torch.cuda.is_available():\n        x = x.cuda()\n    return model(x)\n\n\nif __name__ == \"__main__\":\n    run(None, None)\n";
-        let out = migrate(src, false);
-        assert!(
-            !out.contains("accelerator.is_available") && !out.contains("\"tpu\""),
-            "{out}"
-        );
+        let out = ported(src);
+        assert!(!out.contains("accelerator.is_available"), "{out}");
         let both = src.replace("        torch.cuda.reset_peak_memory_stats_custom()\n", "");
-        let out = migrate(&both, false);
+        let out = ported(&both);
         assert_eq!(out.matches("is_available").count(), 2, "{out}");
         assert!(!out.contains("torch.cuda"), "{out}");
     }

@@ -53,6 +53,10 @@ const FLOORS: &[(&str, Version)] = &[
     ("check_available", (2, 7)),
     ("torch.accelerator.", (2, 6)),
     ("get_default_backend_for_device", (2, 6)),
+    // The device-generic stream and event (set W: `torch.cuda.Event` → `torch.Event` in a
+    // project declaring torch>=2.0).
+    ("torch.Event(", (2, 4)),
+    ("torch.Stream(", (2, 4)),
 ];
 
 /// A README, whose prose may say which torch the project supports.

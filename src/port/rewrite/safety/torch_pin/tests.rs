@@ -222,3 +222,24 @@ fn an_environment_beside_the_code_counts() {
         "{out}"
     );
 }
+
+/// A module importing torchtext runs the torch its last release was built for (2.3), pins
+/// or none (set R); a requirement of a companion package names its torch too.
+#[test]
+fn torchtext_and_companion_pins_bound_the_torch() {
+    let src = "import torch\nfrom torchtext.vocab import build_vocab_from_iterator\n\nn = torch.cuda.device_count()\n";
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "requirements.txt", "torch>=2.11\n");
+    let path = write(dir.path(), "train.py", src);
+    let out = migrate_all_at(src, &path);
+    assert!(out.contains("if hasattr(torch, \"accelerator\"):\n    n = torch.accelerator.device_count()\nelse:\n    n = torch.cuda.device_count()\n"), "{out}");
+    let plain = "import torch\n\nn = torch.cuda.device_count()\n";
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "other.py", plain);
+    write(dir.path(), "requirements.txt", "torch>=2.11\n");
+    assert!(migrate_all_at(plain, &path).contains("\nn = torch.accelerator.device_count()\n"));
+    let pins = "torch>=2.11\ntorchvision==0.15.2\n";
+    write(dir.path(), "requirements.txt", pins);
+    super::forget();
+    assert!(migrate_all_at(plain, &path).contains("if hasattr(torch, \"accelerator\"):"));
+}

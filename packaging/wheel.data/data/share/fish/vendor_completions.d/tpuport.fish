@@ -46,6 +46,7 @@ complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l select -d 'O
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l ignore -d 'Skip these rules: ids or prefixes, comma separated' -r
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l rules -d 'Extra rule folder(s) holding *.toml rule files (see docs/writing-rules.md)' -r -F
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l max-file-size -d 'Largest file to read, in megabytes [default: 8, or `max-file-size` in the configuration]' -r
+complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l min-torch -d 'The oldest torch the project runs (`2.11`), over its pin files: where nothing says, the portable forms keep the original beside them for a torch without `torch.accelerator`' -r
 complete -c tpuport -n "__fish_tpuport_using_subcommand migrate" -l output-format -d 'Output format for findings' -r -f -a "text\t'Findings with the source line and advice, then the diff'
 json\t'A JSON array of findings with byte-offset edits'
 sarif\t'A SARIF 2.1.0 log (code scanning), with the fixes as replacements'
