@@ -59,39 +59,12 @@ fn device_config(dir: &Path) -> DeviceConfig {
     if let Some(known) = PROJECTS.lock().ok().and_then(|f| f.get(dir).cloned()) {
         return known;
     }
-    let mut found = None;
-    let mut level = vec![dir.to_path_buf()];
-    'levels: for _ in 0..=4 {
-        let mut next = vec![];
-        for d in level {
-            let Ok(entries) = std::fs::read_dir(&d) else {
-                continue;
-            };
-            let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-            paths.sort();
-            for p in paths {
-                let name = p.file_name().unwrap_or_default().to_string_lossy();
-                if name.starts_with('.') || name == "__pycache__" || name == "node_modules" {
-                    continue;
-                }
-                if p.is_dir() {
-                    next.push(p);
-                    continue;
-                }
-                let config = [".yaml", ".yml", ".json"].iter().any(|x| name.ends_with(x));
-                if !config || p.metadata().is_ok_and(|m| m.len() > 1 << 20) {
-                    continue;
-                }
-                let text = std::fs::read_to_string(&p).unwrap_or_default();
-                if let Some(m) = CUDA_DEVICE.find(&text) {
-                    let line = text[..m.start()].matches('\n').count() + 1;
-                    found = Some((p, line, m.as_str().trim().to_string()));
-                    break 'levels;
-                }
-            }
-        }
-        level = next;
-    }
+    let found = super::configs::first_config(dir, &[".yaml", ".yml", ".json"], &|text| {
+        let m = CUDA_DEVICE.find(text)?;
+        let line = text[..m.start()].matches('\n').count() + 1;
+        Some((line, m.as_str().trim().to_string()))
+    })
+    .map(|(p, (line, text))| (p, line, text));
     if let Ok(mut f) = PROJECTS.lock() {
         f.insert(dir.to_path_buf(), found.clone());
     }

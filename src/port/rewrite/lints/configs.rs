@@ -53,14 +53,16 @@ pub(in crate::port::rewrite) fn forget() {
     }
 }
 
-/// The first config under `dir` (sorted, breadth first) that builds a Lightning Trainer.
-fn trainer_config(dir: &Path) -> TrainerConfig {
-    if let Some(known) = FOLDERS.lock().ok().and_then(|f| f.get(dir).cloned()) {
-        return known;
-    }
-    let mut found = None;
+/// The first config file under `dir` (sorted, breadth first, 4 levels; hidden folders and files
+/// over 1 MB skipped) whose name ends with one of `exts` and whose text `find` accepts: its path
+/// and what `find` made of it.
+pub(super) fn first_config<T>(
+    dir: &Path,
+    exts: &[&str],
+    find: &dyn Fn(&str) -> Option<T>,
+) -> Option<(PathBuf, T)> {
     let mut level = vec![dir.to_path_buf()];
-    'levels: for _ in 0..=4 {
+    for _ in 0..=4 {
         let mut next = vec![];
         for d in level {
             let Ok(entries) = std::fs::read_dir(&d) else {
@@ -77,25 +79,37 @@ fn trainer_config(dir: &Path) -> TrainerConfig {
                     next.push(p);
                     continue;
                 }
-                if !(name.ends_with(".yaml") || name.ends_with(".yml"))
+                if !exts.iter().any(|x| name.ends_with(x))
                     || p.metadata().is_ok_and(|m| m.len() > 1 << 20)
                 {
                     continue;
                 }
                 let text = std::fs::read_to_string(&p).unwrap_or_default();
-                if let Some(m) = TARGET.find(&text) {
-                    let line = text[..m.start()].matches('\n').count() + 1;
-                    let accelerator = ACCELERATOR
-                        .captures(&text[m.start()..])
-                        .map(|c| c[1].to_string())
-                        .or_else(|| GPUS.captures(&text).map(|c| format!("gpus: {}", &c[1])));
-                    found = Some((p, line, accelerator));
-                    break 'levels;
+                if let Some(found) = find(&text) {
+                    return Some((p, found));
                 }
             }
         }
         level = next;
     }
+    None
+}
+
+/// The first config under `dir` (sorted, breadth first) that builds a Lightning Trainer.
+fn trainer_config(dir: &Path) -> TrainerConfig {
+    if let Some(known) = FOLDERS.lock().ok().and_then(|f| f.get(dir).cloned()) {
+        return known;
+    }
+    let found = first_config(dir, &[".yaml", ".yml"], &|text| {
+        let m = TARGET.find(text)?;
+        let line = text[..m.start()].matches('\n').count() + 1;
+        let accelerator = ACCELERATOR
+            .captures(&text[m.start()..])
+            .map(|c| c[1].to_string())
+            .or_else(|| GPUS.captures(text).map(|c| format!("gpus: {}", &c[1])));
+        Some((line, accelerator))
+    })
+    .map(|(p, (line, accelerator))| (p, line, accelerator));
     if let Ok(mut f) = FOLDERS.lock() {
         f.insert(dir.to_path_buf(), found.clone());
     }
