@@ -124,6 +124,8 @@ pub struct Outcome {
     pub syntax_errors: Vec<parse::SyntaxError>,
     /// A fix broke the file: it was left untouched.
     pub internal_error: Option<String>,
+    /// Why the file was not migrated at all (what to do is in the text).
+    pub refused: Option<String>,
     /// True if no rule could apply and the file was not parsed.
     pub skipped: bool,
     /// True if a `# tpuport: ignore-file` comment exempts the whole file: nothing was checked.
@@ -166,6 +168,13 @@ impl Outcome {
                     "syntax error: {}{more}; fix it and run again (fixes were applied only outside the broken statement)",
                     e.message
                 ),
+            });
+        }
+        if let Some(msg) = &self.refused {
+            out.push(files::FileIssue {
+                path: path.to_path_buf(),
+                location: None,
+                message: msg.clone(),
             });
         }
         if let Some(msg) = &self.internal_error {
@@ -214,6 +223,15 @@ pub fn migrate_chosen(
     settings: Settings,
     choices: Option<&choice::Choices>,
 ) -> (Outcome, std::collections::BTreeSet<usize>) {
+    // Lone carriage returns as line breaks: the fixes' line arithmetic reads none (fuzz).
+    if source.contains('\r') && source.replace("\r\n", "").contains('\r') {
+        let why = "breaks lines with lone carriage returns (\\r, classic Mac line endings): convert it to \\n line endings, then run again; the file was left as it was";
+        let out = Outcome {
+            refused: Some(why.into()),
+            ..Outcome::default()
+        };
+        return (out, Default::default());
+    }
     let active = index.active(source, path);
     if !active.iter().any(|a| *a) && !source.contains("def _tpuport_") {
         let out = Outcome {

@@ -509,3 +509,25 @@ fn xla_cpu_errors_are_one_line_with_what_to_do() {
         );
     }
 }
+
+/// A file whose lines end in lone carriage returns (classic Mac) is refused with what to do,
+/// and left as it was (a fuzz case: the fixes' line arithmetic lost the lines after a comment).
+#[test]
+fn lone_carriage_returns_are_refused_and_the_file_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "import torch_xla.core.xla_model as xm # note\rxm.master_print(\"loss\", 1)\r";
+    let path = write(dir.path(), "train.py", text);
+    let out = Command::cargo_bin("tpuport")
+        .unwrap()
+        .args(["migrate", "--isolated", "--write"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("lone carriage returns"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(fs::read_to_string(&path).unwrap(), text);
+}
