@@ -353,6 +353,15 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Does the text break lines with lone carriage returns (classic Mac)? Python reads them as new
+/// lines; the fixes' line arithmetic reads none (a fuzz case lost the lines after a comment), so
+/// such a file is refused.
+pub fn lone_carriage_returns(text: &str) -> bool {
+    text.split('\r')
+        .skip(1)
+        .any(|after| !after.starts_with('\n'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

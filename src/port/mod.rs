@@ -223,8 +223,7 @@ pub fn migrate_chosen(
     settings: Settings,
     choices: Option<&choice::Choices>,
 ) -> (Outcome, std::collections::BTreeSet<usize>) {
-    // Lone carriage returns as line breaks: the fixes' line arithmetic reads none (fuzz).
-    if source.contains('\r') && source.replace("\r\n", "").contains('\r') {
+    if files::lone_carriage_returns(source) {
         let why = "breaks lines with lone carriage returns (\\r, classic Mac line endings): convert it to \\n line endings, then run again; the file was left as it was";
         let out = Outcome {
             refused: Some(why.into()),

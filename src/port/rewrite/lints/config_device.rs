@@ -56,19 +56,14 @@ pub(in crate::port::rewrite) fn forget() {
 
 /// The first config under `dir` (sorted, breadth first) that sets a CUDA device.
 fn device_config(dir: &Path) -> DeviceConfig {
-    if let Some(known) = PROJECTS.lock().ok().and_then(|f| f.get(dir).cloned()) {
-        return known;
-    }
-    let found = super::configs::first_config(dir, &[".yaml", ".yml", ".json"], &|text| {
-        let m = CUDA_DEVICE.find(text)?;
-        let line = text[..m.start()].matches('\n').count() + 1;
-        Some((line, m.as_str().trim().to_string()))
+    super::configs::once_per_folder(&PROJECTS, dir, || {
+        super::configs::first_config(dir, &[".yaml", ".yml", ".json"], &|text| {
+            let m = CUDA_DEVICE.find(text)?;
+            let line = text[..m.start()].matches('\n').count() + 1;
+            Some((line, m.as_str().trim().to_string()))
+        })
+        .map(|(p, (line, text))| (p, line, text))
     })
-    .map(|(p, (line, text))| (p, line, text));
-    if let Ok(mut f) = PROJECTS.lock() {
-        f.insert(dir.to_path_buf(), found.clone());
-    }
-    found
 }
 
 impl Checker<'_> {
@@ -87,13 +82,7 @@ impl Checker<'_> {
         if calls.is_empty() {
             return vec![];
         }
-        let Some(dir) = self
-            .facts
-            .path
-            .as_deref()
-            .and_then(|p| std::path::absolute(p).ok())
-            .map(|p| crate::port::program::tree::project_of(&p))
-        else {
+        let Some(dir) = self.project_dir() else {
             return vec![];
         };
         let Some((config, line, text)) = device_config(&dir) else {

@@ -53,6 +53,22 @@ pub(in crate::port::rewrite) fn forget() {
     }
 }
 
+/// What `find` says about the folder `dir`, asked once per run (`cache` holds the answers).
+pub(super) fn once_per_folder<T: Clone>(
+    cache: &Mutex<HashMap<PathBuf, T>>,
+    dir: &Path,
+    find: impl FnOnce() -> T,
+) -> T {
+    if let Some(known) = cache.lock().ok().and_then(|f| f.get(dir).cloned()) {
+        return known;
+    }
+    let found = find();
+    if let Ok(mut f) = cache.lock() {
+        f.insert(dir.to_path_buf(), found.clone());
+    }
+    found
+}
+
 /// The first config file under `dir` (sorted, breadth first, 4 levels; hidden folders and files
 /// over 1 MB skipped) whose name ends with one of `exts` and whose text `find` accepts: its path
 /// and what `find` made of it.
@@ -97,26 +113,27 @@ pub(super) fn first_config<T>(
 
 /// The first config under `dir` (sorted, breadth first) that builds a Lightning Trainer.
 fn trainer_config(dir: &Path) -> TrainerConfig {
-    if let Some(known) = FOLDERS.lock().ok().and_then(|f| f.get(dir).cloned()) {
-        return known;
-    }
-    let found = first_config(dir, &[".yaml", ".yml"], &|text| {
-        let m = TARGET.find(text)?;
-        let line = text[..m.start()].matches('\n').count() + 1;
-        let accelerator = ACCELERATOR
-            .captures(&text[m.start()..])
-            .map(|c| c[1].to_string())
-            .or_else(|| GPUS.captures(text).map(|c| format!("gpus: {}", &c[1])));
-        Some((line, accelerator))
+    once_per_folder(&FOLDERS, dir, || {
+        first_config(dir, &[".yaml", ".yml"], &|text| {
+            let m = TARGET.find(text)?;
+            let line = text[..m.start()].matches('\n').count() + 1;
+            let accelerator = ACCELERATOR
+                .captures(&text[m.start()..])
+                .map(|c| c[1].to_string())
+                .or_else(|| GPUS.captures(text).map(|c| format!("gpus: {}", &c[1])));
+            Some((line, accelerator))
+        })
+        .map(|(p, (line, accelerator))| (p, line, accelerator))
     })
-    .map(|(p, (line, accelerator))| (p, line, accelerator));
-    if let Ok(mut f) = FOLDERS.lock() {
-        f.insert(dir.to_path_buf(), found.clone());
-    }
-    found
 }
 
 impl Checker<'_> {
+    /// The folder of this file's project, where its configs are looked for.
+    pub(super) fn project_dir(&self) -> Option<PathBuf> {
+        let path = std::path::absolute(self.facts.path.as_deref()?).ok()?;
+        Some(crate::port::program::tree::project_of(&path))
+    }
+
     /// LIB025's findings (see the module doc).
     pub(super) fn trainers_from_configs(&self) -> Vec<Found> {
         let mut calls = vec![];
@@ -145,13 +162,7 @@ impl Checker<'_> {
         }
         // The project's configs: a pipeline module in a package (`src/training_pipeline.py`)
         // reads the `configs/` beside the package (set T).
-        let Some(dir) = self
-            .facts
-            .path
-            .as_deref()
-            .and_then(|p| std::path::absolute(p).ok())
-            .map(|p| crate::port::program::tree::project_of(&p))
-        else {
+        let Some(dir) = self.project_dir() else {
             return vec![];
         };
         let Some((config, line, accelerator)) = trainer_config(&dir) else {

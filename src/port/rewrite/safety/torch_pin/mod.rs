@@ -317,21 +317,23 @@ impl Alias {
 /// ([`code`]: torchtext, a pickled module loaded with torch.load's old default).
 /// The owner's declaration (`--min-torch`) counts over them; a project where nothing says is
 /// [`UNDECLARED`].
+/// None only for code with no file (standard input, a rule's fixture) and no declaration.
 pub(in crate::port::rewrite) fn supported_torch(
-    path: &Path,
+    path: Option<&Path>,
     src: &str,
     declared: Option<Version>,
-) -> (Version, String) {
+) -> Option<(Version, String)> {
     if let Some(v) = declared {
-        return (v, "--min-torch".to_string());
+        return Some((v, "--min-torch".to_string()));
     }
+    let path = path?;
     let own = code::torch_of_code(src).map(|(v, what)| (v, format!("it {what}")));
     oldest_in_project(path)
         .into_iter()
         .chain(own)
         .chain(code::in_project(path))
         .min_by_key(|(v, _)| *v)
-        .unwrap_or((UNDECLARED, String::new()))
+        .or(Some((UNDECLARED, String::new())))
 }
 
 /// The torch of a project that declares none: older than any, for every form's test.
@@ -356,11 +358,7 @@ pub(in crate::port::rewrite) fn old_torch_note(
     src: &str,
     declared: Option<Version>,
 ) -> Option<String> {
-    let (v, shown) = match (path, declared) {
-        (_, Some(v)) => (v, "--min-torch".to_string()),
-        (Some(path), None) => supported_torch(path, src, None),
-        (None, None) => return None,
-    };
+    let (v, shown) = supported_torch(path, src, declared)?;
     (v < (2, 6)).then(|| no_accelerator_note(v, &shown))
 }
 
@@ -399,9 +397,9 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
     diags: &mut [Diagnostic],
 ) {
     // Code with no file (standard input, a rule's fixture) has no project to ask.
-    let Some(path) = path.or(declared.map(|_| Path::new(""))) else {
+    if path.is_none() && declared.is_none() {
         return;
-    };
+    }
     let alias = Alias::of(src);
     let probe = |text: &str| probe_for(&alias.plain(text)).map(|p| alias.spelled(&p, text));
     let needs = |d: &Diagnostic| -> Option<(&'static str, Version)> {
@@ -427,11 +425,13 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
     if !diags.iter().any(|d| needs(d).is_some()) {
         return;
     }
-    let ((major, minor), shown) = supported_torch(path, src, declared);
+    let Some(((major, minor), shown)) = supported_torch(path, src, declared) else {
+        return;
+    };
     // Where a form needs torch.accelerator itself (2.6), the fix can keep the old torch's form
     // beside it (old_torch.rs): the fixes inside one expression are written together.
     let exprs = exprs.get_or_init(|| super::old_torch::Exprs::of(body, src));
-    let notebook = path.extension().is_some_and(|x| x == "ipynb");
+    let notebook = path.is_some_and(|p| p.extension().is_some_and(|x| x == "ipynb"));
     let mut kept: HashMap<usize, Fix> = HashMap::new();
     let mut groups: Vec<(super::old_torch::Whole, Vec<usize>)> = vec![];
     for (i, d) in diags.iter().enumerate() {
