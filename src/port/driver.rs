@@ -119,12 +119,10 @@ pub fn run_to(
         found.files.dedup();
     }
     let bar = super::progress::Progress::start(found.files.len(), opts.quiet);
-    // Largest files first, so that no big file starts last and keeps one core busy alone at
-    // the end; the reports are put back in the files' order.
-    let mut order: Vec<(u64, usize)> = found
-        .files
-        .iter()
-        .enumerate()
+    super::program::tree::read_entries(&found.files);
+    // Largest files first (no big file starts last, keeping one core busy alone); the reports
+    // are put back in the files' order.
+    let mut order: Vec<(u64, usize)> = (found.files.iter().enumerate())
         .map(|(i, p)| (std::fs::metadata(p).map_or(0, |m| m.len()), i))
         .collect();
     order.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));

@@ -149,8 +149,9 @@ pub fn runs_as_program(stmt: &Stmt) -> bool {
 /// do), or a call after a `;`. It says yes to much that is no program (calls in docstrings,
 /// `x()[0] = 1`): those files are parsed, as before.
 pub fn could_run_as_program(text: &str) -> bool {
-    static NAME_TEST: std::sync::LazyLock<regex::Regex> =
-        std::sync::LazyLock::new(|| regex::Regex::new(r"(?m)^if\b[^:]*\b__name__\b").unwrap());
+    static NAME_TEST: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?m)^if(?-u:\b)[^:]*(?-u:\b)__name__(?-u:\b)").unwrap()
+    });
     (text.contains("__name__") && NAME_TEST.is_match(text))
         || text.split('\n').any(|line| {
             opens_with_call(line)

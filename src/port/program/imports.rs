@@ -310,18 +310,67 @@ pub fn reachable(
         let Some(next) = imports_of(&m.file) else {
             continue;
         };
-        for f in next.iter().filter(|_| m.hops < max_hops) {
-            if seen.insert(f.clone()) {
-                queue.push_back(Member {
-                    file: f.clone(),
-                    via: m.via.clone(),
-                    hops: m.hops + 1,
-                });
-            }
-        }
-        out.push(m);
+        visit(m, &next, max_hops, &mut seen, &mut queue, &mut out);
     }
     out
+}
+
+/// [`reachable`], reading the imports of each breadth's modules side by side (rayon): the same
+/// members in the same order. For [`super::judge`], which runs after every file is done, so
+/// that one large program does not keep one core busy alone; `imports_of` must not wait on a
+/// lock held around a rayon call.
+pub fn reachable_side_by_side(
+    path: &Path,
+    text: &str,
+    depth: Depth,
+    imports_of: &(dyn Fn(&Path) -> Option<Arc<Vec<PathBuf>>> + Sync),
+) -> Vec<Member> {
+    use rayon::prelude::*;
+    let mut seen: HashSet<PathBuf> = HashSet::from([path.to_path_buf()]);
+    let mut queue: VecDeque<Member> = VecDeque::new();
+    for i in imports_at(path, text, depth) {
+        if seen.insert(i.file.clone()) {
+            queue.push_back(Member {
+                file: i.file,
+                via: i.at,
+                hops: 1,
+            });
+        }
+    }
+    let mut out = vec![];
+    while !queue.is_empty() && out.len() < MAX_MODULES {
+        // At most as many as may still join: the cap is checked before each, as above.
+        let take = queue.len().min(MAX_MODULES - out.len());
+        let batch: Vec<Member> = queue.drain(..take).collect();
+        let found: Vec<_> = batch.par_iter().map(|m| imports_of(&m.file)).collect();
+        for (m, next) in batch.into_iter().zip(found) {
+            if let Some(next) = next {
+                visit(m, &next, usize::MAX, &mut seen, &mut queue, &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// Take module `m` (its imports `next`) into the walk: queue what it imports first, then keep it.
+fn visit(
+    m: Member,
+    next: &[PathBuf],
+    max_hops: usize,
+    seen: &mut HashSet<PathBuf>,
+    queue: &mut VecDeque<Member>,
+    out: &mut Vec<Member>,
+) {
+    for f in next.iter().filter(|_| m.hops < max_hops) {
+        if seen.insert(f.clone()) {
+            queue.push_back(Member {
+                file: f.clone(),
+                via: m.via.clone(),
+                hops: m.hops + 1,
+            });
+        }
+    }
+    out.push(m);
 }
 
 /// The project modules of the program whose entry script is the file at `path` (its text
@@ -413,160 +462,5 @@ pub(super) fn forget() {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn files(found: Vec<Import>) -> Vec<PathBuf> {
-        found.into_iter().map(|i| i.file).collect()
-    }
-
-    #[test]
-    fn folders_a_script_puts_on_sys_path_are_searched() {
-        let d = tempfile::tempdir().unwrap();
-        for f in [
-            "src/pipelines/train/lib.py",
-            "experiments/demo.py",
-            "train.py",
-        ] {
-            let p = d.path().join(f);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, "").unwrap();
-        }
-        let script = d.path().join("run.py");
-        let text = "import sys\nfrom pathlib import Path\nSRC = Path(__file__).parent / \"src\"\nif str(SRC) not in sys.path:\n    sys.path.insert(0, str(SRC))\nfrom pipelines.train.lib import train\n";
-        assert_eq!(
-            files(project_imports(&script, text)),
-            vec![d.path().join("src/pipelines/train/lib.py")]
-        );
-        // Without a sys.path edit the folder is not searched.
-        let plain = text.replace("sys.path", "other");
-        assert!(project_imports(&script, &plain).is_empty());
-        // `sys.path.append('..')` from a subfolder: the script above.
-        let demo = d.path().join("experiments/demo.py");
-        let up = "import sys\nsys.path.append('..')\nimport train\n";
-        assert_eq!(
-            files(project_imports(&demo, up)),
-            vec![d.path().join("train.py")]
-        );
-    }
-
-    #[test]
-    fn names_a_package_re_exports_reach_their_submodule() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(d.path().join("pkg/modules")).unwrap();
-        std::fs::write(d.path().join("pkg/__init__.py"), "").unwrap();
-        std::fs::write(
-            d.path().join("pkg/modules/__init__.py"),
-            "from .encoder import (\n    create_encoder,\n    EncoderConfig as Config,\n)\nfrom .other import thing\n",
-        )
-        .unwrap();
-        std::fs::write(d.path().join("pkg/modules/encoder.py"), "").unwrap();
-        std::fs::write(d.path().join("pkg/modules/other.py"), "").unwrap();
-        let script = d.path().join("train.py");
-        let text = "def main():\n    from pkg.modules import (\n        create_encoder,\n        Config,\n    )\n";
-        assert_eq!(
-            files(imports_at(&script, text, Depth::Anywhere)),
-            vec![
-                d.path().join("pkg/modules/__init__.py"),
-                d.path().join("pkg/modules/encoder.py"),
-            ]
-        );
-        // At top level only, the lazy import is not read.
-        assert!(project_imports(&script, text).is_empty());
-    }
-
-    #[test]
-    fn imports_resolve_beside_the_script_and_in_packages() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(d.path().join("pkg/sub")).unwrap();
-        for f in [
-            "pkg/__init__.py",
-            "pkg/sub/__init__.py",
-            "pkg/sub/net.py",
-            "helper.py",
-            "other.py",
-        ] {
-            std::fs::write(d.path().join(f), "").unwrap();
-        }
-        let script = d.path().join("pkg/sub/train.py");
-        let text = "from .net import Net\nimport helper\nfrom pkg.sub import net\nimport torch\n";
-        assert_eq!(
-            files(project_imports(&script, text)),
-            vec![d.path().join("pkg/sub/net.py")]
-        );
-        let top = d.path().join("run.py");
-        let text = "import helper, other as o\nfrom pkg.sub.net import Net\nfrom pkg.sub import (\n    net,\n)\n";
-        let found = project_imports(&top, text);
-        assert_eq!(
-            files(found.clone()),
-            vec![
-                d.path().join("helper.py"),
-                d.path().join("other.py"),
-                d.path().join("pkg/sub/net.py"),
-            ]
-        );
-        // Each with the statement that imports it.
-        assert_eq!(&text[found[2].at.clone()], "from pkg.sub.net import Net");
-        // A package imported by name is its `__init__.py`.
-        assert_eq!(
-            files(project_imports(&top, "import pkg.sub\n")),
-            vec![d.path().join("pkg/sub/__init__.py")]
-        );
-        // A subpackage named like a top-level one is not what an absolute import finds.
-        std::fs::create_dir_all(d.path().join("pkg/torch")).unwrap();
-        std::fs::write(d.path().join("pkg/torch/__init__.py"), "").unwrap();
-        assert!(project_imports(&script, "import torch\n").is_empty());
-        // A namespace package (no `__init__.py`) at the project's root, reached from a script
-        // in a folder beside it (`tools/train.py` after `import _init_paths`): a dotted name
-        // whose file is there; a bare name is not looked for above the script.
-        std::fs::create_dir_all(d.path().join("lib/core")).unwrap();
-        std::fs::create_dir_all(d.path().join("tools")).unwrap();
-        std::fs::write(d.path().join("lib/core/function.py"), "").unwrap();
-        let tool = d.path().join("tools/train.py");
-        assert_eq!(
-            files(project_imports(
-                &tool,
-                "import _init_paths\nfrom lib.core.function import train\nimport lib.core.missing\nimport other\n"
-            )),
-            vec![d.path().join("lib/core/function.py")]
-        );
-        // Imports under `try:` or in a function are not the program's for sure: not followed.
-        assert!(
-            project_imports(
-                &top,
-                "try:\n    import helper\nexcept ImportError:\n    pass\n"
-            )
-            .is_empty()
-        );
-    }
-
-    #[test]
-    fn a_program_is_followed_breadth_first_through_its_modules() {
-        let d = tempfile::tempdir().unwrap();
-        let w = |name: &str, text: &str| std::fs::write(d.path().join(name), text).unwrap();
-        w("model.py", "import torch\nfrom layers import Block\n");
-        w("layers.py", "import torch\nfrom model import GPT\n");
-        w("data.py", "import os\n");
-        let train = d.path().join("train.py");
-        let text = "import torch\nfrom model import GPT\nimport data\n";
-        let found = modules_of(&train, text);
-        let got: Vec<(String, usize, &str)> = found
-            .iter()
-            .map(|m| {
-                (
-                    m.file.file_name().unwrap().to_string_lossy().into_owned(),
-                    m.hops,
-                    &text[m.via.clone()],
-                )
-            })
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                ("model.py".into(), 1, "from model import GPT"),
-                ("data.py".into(), 1, "import data"),
-                ("layers.py".into(), 2, "from model import GPT"),
-            ]
-        );
-    }
-}
+#[path = "imports_tests.rs"]
+mod tests;

@@ -176,10 +176,9 @@ fn members<'a>(
         Some(found)
     };
     let mut out = vec![entry];
-    for m in imports::reachable(
+    for m in imports::reachable_side_by_side(
         &entry.path,
         &entry.text,
-        usize::MAX,
         imports::Depth::Anywhere,
         &imports_of,
     ) {

@@ -70,10 +70,12 @@ pub fn package_nets(path: &Path) -> Option<Vec<(PathBuf, Net)>> {
     if first_net(path).is_some_and(|f| f.as_path() < path) {
         return None;
     }
-    // None before it reports (that is the first one's): only those after it are named.
+    // None before it reports (that is the first one's): only those after it are named. Read
+    // side by side (a large package's modules, for one file: it would keep one core busy).
+    use rayon::prelude::*;
     Some(
         tree::package_files(path)
-            .iter()
+            .par_iter()
             .filter(|f| f.as_path() > path)
             .filter_map(|f| reporting_net(f).map(|net| (f.clone(), net)))
             .collect(),

@@ -296,6 +296,17 @@ pub fn entry_on_disk(path: &Path) -> bool {
     fact(&ENTRIES, path, |t| is_entry(path, t)).unwrap_or(false)
 }
 
+/// [`entry_on_disk`] for each of a run's files, side by side, before the files are migrated:
+/// the first module that asks which entry script imports it
+/// ([`super::imports::entry_importing`]) would otherwise read them all alone, holding up every
+/// thread that asks the same.
+pub fn read_entries(files: &[PathBuf]) {
+    use rayon::prelude::*;
+    files.par_iter().for_each(|p| {
+        entry_on_disk(p);
+    });
+}
+
 /// Forget the folders listed (the start of a run: [`super::forget`]).
 pub(super) fn forget() {
     if let Ok(mut l) = LISTED.lock() {

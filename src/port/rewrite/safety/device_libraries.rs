@@ -78,13 +78,20 @@ struct Facts {
 impl Facts {
     /// The facts of one module's source, alone.
     fn of(text: &str) -> Facts {
+        // The substring tests first: the anchored patterns have no literal for the regex
+        // engine to skip ahead with, and most modules name none of these.
+        let named = ["speechbrain", "sae_lens", "TTS", "sglang"]
+            .iter()
+            .any(|l| text.contains(l));
+        let wrap = PARAMETER_HOLDER.find(text);
         Facts {
-            library: DEVICE_LIBRARY
-                .captures(text)
+            library: named
+                .then(|| DEVICE_LIBRARY.captures(text))
+                .flatten()
                 .map(|c| (c[1].to_string(), None)),
-            old_weight_norm: OLD_WEIGHT_NORM.is_match(text),
-            holds_parameters: PARAMETER_HOLDER.is_match(text),
-            loads_state: match PARAMETER_HOLDER.find(text) {
+            old_weight_norm: text.contains("weight_norm") && OLD_WEIGHT_NORM.is_match(text),
+            holds_parameters: wrap.is_some(),
+            loads_state: match wrap {
                 Some(wrap) => STATE_LOAD.is_match(&text[wrap.end()..]),
                 None => STATE_LOAD.is_match(text),
             },

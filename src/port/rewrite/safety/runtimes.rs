@@ -22,6 +22,20 @@ static RUNTIME: LazyLock<Regex> = LazyLock::new(|| {
 
 /// The runtime this module drives, if any.
 pub(in crate::port::rewrite) fn runtime_of(src: &str) -> Option<&str> {
+    // Every alternative names one of these: the substring tests spare most modules the
+    // anchored pattern, which has no literal for the regex engine to skip ahead with.
+    const NAMES: [&str; 7] = [
+        "onnxruntime",
+        "executorch",
+        "tensorrt",
+        "openvino",
+        "tvm",
+        "coremltools",
+        "tflite_runtime",
+    ];
+    if !NAMES.iter().any(|n| src.contains(n)) {
+        return None;
+    }
     let c = RUNTIME.captures(src)?;
     c.get(1).or_else(|| c.get(2)).map(|m| m.as_str())
 }
