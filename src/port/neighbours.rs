@@ -42,16 +42,20 @@ static FROM_AT_TOP: LazyLock<Regex> =
 pub const HOPS: usize = 2;
 
 /// A per-process memo of a yes/no question about a path.
-type Memo = LazyLock<Mutex<HashMap<PathBuf, bool>>>;
+/// Keyed by the path's bytes, hashed fast (a `Path` hashes component by component, and these
+/// tables are asked for every import of every file): two spellings of one path are two keys,
+/// asked twice, with the same answer.
+type Memo = LazyLock<Mutex<rustc_hash::FxHashMap<std::ffi::OsString, bool>>>;
 
 /// The memoised answer for `path`, asking `ask` the first time.
 fn memo(table: &Memo, path: &Path, ask: impl FnOnce(&Path) -> bool) -> bool {
-    if let Some(known) = table.lock().ok().and_then(|s| s.get(path).copied()) {
+    let key = path.as_os_str();
+    if let Some(known) = table.lock().ok().and_then(|s| s.get(key).copied()) {
         return known;
     }
     let found = ask(path);
     if let Ok(mut s) = table.lock() {
-        s.insert(path.to_path_buf(), found);
+        s.insert(key.to_os_string(), found);
     }
     found
 }

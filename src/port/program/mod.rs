@@ -148,7 +148,9 @@ pub fn judge(files: &[FileState]) -> Vec<Program> {
 }
 
 /// Each file's project imports, as [`members`] reads them.
-type Known = std::sync::Mutex<std::collections::HashMap<PathBuf, Arc<Vec<PathBuf>>>>;
+type Known = std::sync::Mutex<
+    std::collections::HashMap<PathBuf, Arc<std::sync::OnceLock<Arc<Vec<PathBuf>>>>>,
+>;
 
 /// The entry script and the project modules it reaches through imports, among the files of the
 /// run. Imports at any indentation count: a module a function imports runs when the program
@@ -161,19 +163,23 @@ fn members<'a>(
 ) -> Vec<&'a FileState> {
     let imports_of = |p: &Path| {
         let f = by_path.get(p)?;
-        if let Some(found) = known.lock().ok().and_then(|k| k.get(p).cloned()) {
-            return Some(found);
-        }
-        let found = Arc::new(
-            imports::imports_at(p, &f.text, imports::Depth::Anywhere)
-                .into_iter()
-                .map(|i| i.file)
-                .collect::<Vec<_>>(),
-        );
-        if let Ok(mut k) = known.lock() {
-            k.insert(p.to_path_buf(), found.clone());
-        }
-        Some(found)
+        // One cell per file: a program judged beside this one that reaches the same module
+        // waits for its imports instead of reading them again (no rayon call is made inside).
+        let cell = known
+            .lock()
+            .ok()?
+            .entry(p.to_path_buf())
+            .or_default()
+            .clone();
+        let found = cell.get_or_init(|| {
+            Arc::new(
+                imports::imports_at(p, &f.text, imports::Depth::Anywhere)
+                    .into_iter()
+                    .map(|i| i.file)
+                    .collect::<Vec<_>>(),
+            )
+        });
+        Some(found.clone())
     };
     let mut out = vec![entry];
     for m in imports::reachable_side_by_side(
