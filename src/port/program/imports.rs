@@ -18,10 +18,11 @@ use regex::Regex;
 use super::tree;
 
 /// A top-level import: `from .x.y import a, b` (names to the end of the line, or of the
-/// parentheses) or `import a.b, c as d`.
+/// parentheses) or `import a.b, c as d`, at the start of the text it is given: each line
+/// that opens with `from` or `import` is tried ([`statements`]).
 static IMPORT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?m)^(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)|import[ \t]+([\w., \t]+))",
+        r"\A(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)|import[ \t]+([\w., \t]+))",
     )
     .unwrap()
 });
@@ -29,10 +30,42 @@ static IMPORT: LazyLock<Regex> = LazyLock::new(|| {
 /// The same at any indentation (in a function, under `try` or `if`).
 static IMPORT_ANYWHERE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?m)^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)|import[ \t]+([\w., \t]+))",
+        r"\A[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)|import[ \t]+([\w., \t]+))",
     )
     .unwrap()
 });
+
+/// The import statements of `text` the depth reads, each with the byte offset of its line:
+/// the matches a multi-line search for the pattern at each line start would give, found by
+/// trying only the lines that open with `from` or `import` (a search over the whole text has
+/// no literal to skip ahead with, and most lines are not imports).
+fn statements(text: &str, depth: Depth) -> Vec<(usize, regex::Captures<'_>)> {
+    let re = match depth {
+        Depth::TopLevel => &IMPORT,
+        Depth::Anywhere => &IMPORT_ANYWHERE,
+    };
+    let mut out = vec![];
+    // Where the last statement ended: a parenthesised list's lines are not tried again.
+    let mut done = 0;
+    let mut start = 0;
+    while start < text.len() {
+        let end = text[start..].find('\n').map_or(text.len(), |n| start + n);
+        let line = &text[start..end];
+        let opening = match depth {
+            Depth::TopLevel => line,
+            Depth::Anywhere => line.trim_start_matches([' ', '\t']),
+        };
+        if start >= done
+            && (opening.starts_with("from") || opening.starts_with("import"))
+            && let Some(c) = re.captures(&text[start..])
+        {
+            done = start + c.get(0).map_or(0, |m| m.end());
+            out.push((start, c));
+        }
+        start = end + 1;
+    }
+    out
+}
 
 /// Which import statements are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,10 +98,6 @@ pub fn project_imports(path: &Path, text: &str) -> Vec<Import> {
 
 /// [`project_imports`], reading the statements `depth` says.
 pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
-    let re = match depth {
-        Depth::TopLevel => &IMPORT,
-        Depth::Anywhere => &IMPORT_ANYWHERE,
-    };
     let roots = path_folders(path, text);
     let resolve = |path: &Path, level: usize, segments: &[&str]| {
         resolve(path, level, segments).or_else(|| {
@@ -90,8 +119,8 @@ pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
             });
         }
     };
-    for m in re.captures_iter(text) {
-        let at = m.get(0).map(|g| g.range()).unwrap_or_default();
+    for (offset, m) in statements(text, depth) {
+        let at = m.get(0).map_or(0..0, |g| offset + g.start()..offset + g.end());
         if let Some(module) = m.get(2) {
             let level = m.get(1).map_or(0, |g| g.as_str().len());
             let segments: Vec<&str> = module
