@@ -120,7 +120,9 @@ pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
         }
     };
     for (offset, m) in statements(text, depth) {
-        let at = m.get(0).map_or(0..0, |g| offset + g.start()..offset + g.end());
+        let at = m
+            .get(0)
+            .map_or(0..0, |g| offset + g.start()..offset + g.end());
         if let Some(module) = m.get(2) {
             let level = m.get(1).map_or(0, |g| g.as_str().len());
             let segments: Vec<&str> = module
@@ -344,41 +346,74 @@ pub fn reachable(
     out
 }
 
-/// [`reachable`], reading the imports of each breadth's modules side by side (rayon): the same
-/// members in the same order. For [`super::judge`], which runs after every file is done, so
-/// that one large program does not keep one core busy alone; `imports_of` must not wait on a
-/// lock held around a rayon call.
-pub fn reachable_side_by_side(
-    path: &Path,
-    text: &str,
+/// [`reachable`] for many entry scripts at once (`entries`: path and text), each with the same
+/// members in the same order as alone: the walks go breadth by breadth together, and the
+/// modules their next breadths hold are read once, side by side (rayon). For [`super::judge`],
+/// which runs after every file is done: one large program, or programs sharing their modules,
+/// would otherwise keep one core busy alone.
+pub fn reachable_together(
+    entries: &[(&Path, &str)],
     depth: Depth,
     imports_of: &(dyn Fn(&Path) -> Option<Arc<Vec<PathBuf>>> + Sync),
-) -> Vec<Member> {
+) -> Vec<Vec<Member>> {
     use rayon::prelude::*;
-    let mut seen: HashSet<PathBuf> = HashSet::from([path.to_path_buf()]);
-    let mut queue: VecDeque<Member> = VecDeque::new();
-    for i in imports_at(path, text, depth) {
-        if seen.insert(i.file.clone()) {
-            queue.push_back(Member {
-                file: i.file,
-                via: i.at,
-                hops: 1,
-            });
-        }
+    struct Walk {
+        seen: HashSet<PathBuf>,
+        queue: VecDeque<Member>,
+        out: Vec<Member>,
     }
-    let mut out = vec![];
-    while !queue.is_empty() && out.len() < MAX_MODULES {
-        // At most as many as may still join: the cap is checked before each, as above.
-        let take = queue.len().min(MAX_MODULES - out.len());
-        let batch: Vec<Member> = queue.drain(..take).collect();
-        let found: Vec<_> = batch.par_iter().map(|m| imports_of(&m.file)).collect();
-        for (m, next) in batch.into_iter().zip(found) {
-            if let Some(next) = next {
-                visit(m, &next, usize::MAX, &mut seen, &mut queue, &mut out);
+    let mut walks: Vec<Walk> = entries
+        .par_iter()
+        .map(|(path, text)| {
+            let mut seen: HashSet<PathBuf> = HashSet::from([path.to_path_buf()]);
+            let mut queue: VecDeque<Member> = VecDeque::new();
+            for i in imports_at(path, text, depth) {
+                if seen.insert(i.file.clone()) {
+                    queue.push_back(Member {
+                        file: i.file,
+                        via: i.at,
+                        hops: 1,
+                    });
+                }
+            }
+            let out = vec![];
+            Walk { seen, queue, out }
+        })
+        .collect();
+    let mut read: HashMap<PathBuf, Option<Arc<Vec<PathBuf>>>> = HashMap::new();
+    loop {
+        // Each walk's next breadth: at most as many as may still join (the cap is checked
+        // before each module, as in [`reachable`]).
+        let batches: Vec<Vec<Member>> = walks
+            .iter_mut()
+            .map(|w| {
+                let take = w.queue.len().min(MAX_MODULES.saturating_sub(w.out.len()));
+                w.queue.drain(..take).collect()
+            })
+            .collect();
+        if batches.iter().all(|b| b.is_empty()) {
+            break;
+        }
+        let mut wanted: Vec<&PathBuf> = batches
+            .iter()
+            .flatten()
+            .map(|m| &m.file)
+            .filter(|f| !read.contains_key(*f))
+            .collect();
+        wanted.sort();
+        wanted.dedup();
+        let found: Vec<_> = wanted.par_iter().map(|f| imports_of(f)).collect();
+        read.extend(wanted.into_iter().cloned().zip(found));
+        for (w, batch) in walks.iter_mut().zip(batches) {
+            for m in batch {
+                if let Some(Some(next)) = read.get(&m.file) {
+                    let next = next.clone();
+                    visit(m, &next, usize::MAX, &mut w.seen, &mut w.queue, &mut w.out);
+                }
             }
         }
     }
-    out
+    walks.into_iter().map(|w| w.out).collect()
 }
 
 /// Take module `m` (its imports `next`) into the walk: queue what it imports first, then keep it.
@@ -469,14 +504,15 @@ pub fn entry_importing(path: &Path) -> Option<PathBuf> {
 
 fn importers(root: &Path, nested: bool) -> Importers {
     let mut out: Importers = HashMap::new();
-    for f in tree::listing(root, nested).iter() {
+    let listing = tree::listing(root, nested);
+    let programs = tree::side_by_side(&listing, |f| {
         if !tree::entry_on_disk(f) {
-            continue;
+            return vec![];
         }
-        let Ok(text) = std::fs::read_to_string(f) else {
-            continue;
-        };
-        for m in modules_of(f, &text) {
+        std::fs::read_to_string(f).map_or(vec![], |text| modules_of(f, &text))
+    });
+    for (f, modules) in listing.iter().zip(programs) {
+        for m in modules {
             out.entry(m.file).or_insert_with(|| f.clone());
         }
     }

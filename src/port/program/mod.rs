@@ -118,14 +118,38 @@ impl Program {
 pub fn judge(files: &[FileState]) -> Vec<Program> {
     let by_path: BTreeMap<&Path, &FileState> =
         files.iter().map(|f| (f.path.as_path(), f)).collect();
-    // Each file's imports are read once for all the programs that reach it; the programs are
-    // judged side by side, in the order of `files`.
-    let known: Known = Default::default();
-    files
+    // The programs' walks go together, so that each file's imports are read once, side by
+    // side, for all the programs that reach it.
+    let entries: Vec<&FileState> = files.iter().filter(|f| f.program).collect();
+    let imports_of = |p: &Path| {
+        let f = by_path.get(p)?;
+        Some(Arc::new(
+            imports::imports_at(p, &f.text, imports::Depth::Anywhere)
+                .into_iter()
+                .map(|i| i.file)
+                .collect::<Vec<_>>(),
+        ))
+    };
+    let heads: Vec<(&Path, &str)> = entries
+        .iter()
+        .map(|e| (e.path.as_path(), e.text.as_str()))
+        .collect();
+    let walks = imports::reachable_together(&heads, imports::Depth::Anywhere, &imports_of);
+    entries
         .par_iter()
-        .filter(|f| f.program)
-        .map(|entry| {
-            let members = members(entry, &by_path, &known);
+        .zip(walks)
+        .map(|(entry, walk)| {
+            // The entry script and the project modules it reaches through imports, among the
+            // files of the run. Imports at any indentation count: a module a function imports
+            // runs when the program calls it (a CLI importing each command's module on
+            // demand; set J's tagger ran on the CPU with no finding where only top-level
+            // imports were followed).
+            let members: Vec<&FileState> = std::iter::once(*entry)
+                .chain(
+                    walk.iter()
+                        .filter_map(|m| by_path.get(m.file.as_path()).copied()),
+                )
+                .collect();
             let applied: usize = members.iter().map(|f| f.applied).sum();
             let mut blocks: Vec<(PathBuf, Left)> = members
                 .iter()
@@ -145,54 +169,6 @@ pub fn judge(files: &[FileState]) -> Vec<Program> {
             }
         })
         .collect()
-}
-
-/// Each file's project imports, as [`members`] reads them.
-type Known = std::sync::Mutex<
-    std::collections::HashMap<PathBuf, Arc<std::sync::OnceLock<Arc<Vec<PathBuf>>>>>,
->;
-
-/// The entry script and the project modules it reaches through imports, among the files of the
-/// run. Imports at any indentation count: a module a function imports runs when the program
-/// calls it (a CLI importing each command's module on demand; set J's tagger ran on the CPU
-/// with no finding where only top-level imports were followed).
-fn members<'a>(
-    entry: &'a FileState,
-    by_path: &BTreeMap<&Path, &'a FileState>,
-    known: &Known,
-) -> Vec<&'a FileState> {
-    let imports_of = |p: &Path| {
-        let f = by_path.get(p)?;
-        // One cell per file: a program judged beside this one that reaches the same module
-        // waits for its imports instead of reading them again (no rayon call is made inside).
-        let cell = known
-            .lock()
-            .ok()?
-            .entry(p.to_path_buf())
-            .or_default()
-            .clone();
-        let found = cell.get_or_init(|| {
-            Arc::new(
-                imports::imports_at(p, &f.text, imports::Depth::Anywhere)
-                    .into_iter()
-                    .map(|i| i.file)
-                    .collect::<Vec<_>>(),
-            )
-        });
-        Some(found.clone())
-    };
-    let mut out = vec![entry];
-    for m in imports::reachable_side_by_side(
-        &entry.path,
-        &entry.text,
-        imports::Depth::Anywhere,
-        &imports_of,
-    ) {
-        if let Some(f) = by_path.get(m.file.as_path()) {
-            out.push(f);
-        }
-    }
-    out
 }
 
 /// What the migration did to one file, as [`judge`] needs it: the fixes of blocking families

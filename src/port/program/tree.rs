@@ -154,6 +154,34 @@ pub fn package_files(path: &Path) -> Arc<Vec<PathBuf>> {
     listing(&package_of(path).0, nested)
 }
 
+/// `f` of each item, in order, on as many OS threads as the machine has cores: for reading a
+/// whole tree while a lock is held (the other threads of the run wait for that one reading).
+/// Plain scoped threads, not rayon's: a rayon worker waiting for its jobs may take another
+/// file's job, which could ask for the same lock.
+pub fn side_by_side<I: Sync, T: Send>(items: &[I], f: impl Fn(&I) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if threads < 2 || items.len() < 64 {
+        return items.iter().map(&f).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let f = &f;
+        let mut parts = items.chunks(chunk);
+        let first = parts.next().unwrap_or_default();
+        let helpers: Vec<_> = parts
+            .map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<T>>()))
+            .collect();
+        let mut out: Vec<T> = first.iter().map(f).collect();
+        for h in helpers {
+            match h.join() {
+                Ok(part) => out.extend(part),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        out
+    })
+}
+
 /// Package folder → the file a pass picked in it, for the packages asked about in a run (the
 /// pass clears it at the run's start).
 pub type PackagePicks = LazyLock<Mutex<HashMap<PathBuf, Option<PathBuf>>>>;

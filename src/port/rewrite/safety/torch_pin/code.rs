@@ -177,20 +177,20 @@ fn project_facts(path: &Path) -> Option<(Facts, PathBuf)> {
         return Some((found.clone(), me));
     }
     let files = tree::project_files(path);
-    let said: Vec<Said> = files
-        .iter()
-        .filter_map(|f| {
-            let text = std::fs::read_to_string(f).ok()?;
-            let torch = torch_of_code(&text)
-                .map(|(v, what)| (v, format!("{} {what}", tree::shown(f, &project))));
-            let selects_other = selects_other(&text);
-            (torch.is_some() || selects_other).then(|| Said {
-                file: std::path::absolute(f).unwrap_or_else(|_| f.clone()),
-                torch,
-                selects_other,
-            })
+    let said: Vec<Said> = tree::side_by_side(&files, |f| {
+        let text = std::fs::read_to_string(f).ok()?;
+        let torch = torch_of_code(&text)
+            .map(|(v, what)| (v, format!("{} {what}", tree::shown(f, &project))));
+        let selects_other = selects_other(&text);
+        (torch.is_some() || selects_other).then(|| Said {
+            file: std::path::absolute(f).unwrap_or_else(|_| f.clone()),
+            torch,
+            selects_other,
         })
-        .collect();
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     let facts = (std::sync::Arc::new(said), bytecode_python(&files, &project));
     known.insert(project, facts.clone());
     Some((facts, me))
