@@ -209,3 +209,38 @@ fn a_cuda_device_a_config_sets_is_reported_on_the_load() {
         "{findings:#?}"
     );
 }
+
+/// A checkpoint kept in a variable with no `map_location`, in a module that names no device but
+/// that a CUDA training script imports through a folder without `__init__.py` (set W: its
+/// failed load, swallowed by a bare `except`, made fine-tuning start from scratch on a TPU):
+/// DEV019 is reported there, so the program counts as blocked. Imported by a script that
+/// never uses CUDA, the load says nothing.
+#[test]
+fn a_checkpoint_a_cuda_program_loads_in_its_modules_is_reported() {
+    let loader = "import torch\n\n\ndef load(net, path):\n    try:\n        checkpoint = torch.load(path)\n        net.load_state_dict(checkpoint['model'])\n        return checkpoint['epoch']\n    except:\n        return 0\n";
+    let train = "import torch\nfrom models import loader\n\n\ndef main():\n    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n    net = torch.nn.Linear(2, 2).to(device)\n    epoch = loader.load(net, 'ckpt.pt')\n    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n    net(torch.ones(2, device=device)).sum().backward()\n    opt.step()\n\n\nif __name__ == '__main__':\n    main()\n";
+    let files = [("models/loader.py", loader), ("train.py", train)];
+    let findings = findings_of_tree(&files);
+    let at: Vec<(&str, &Value)> = findings
+        .iter()
+        .filter(|f| f["rule"] == "DEV019")
+        .map(|f| (f["path"].as_str().unwrap_or(""), &f["line"]))
+        .collect();
+    assert!(
+        at.iter()
+            .any(|(p, l)| p.ends_with("models/loader.py") && **l == 6),
+        "{findings:#?}"
+    );
+    assert!(
+        findings.iter().any(
+            |f| f["rule"] == "PRG001" && f["path"].as_str().unwrap_or("").ends_with("train.py")
+        ),
+        "{findings:#?}"
+    );
+    let cpu_only = train.replace("'cuda' if torch.cuda.is_available() else 'cpu'", "'cpu'");
+    let findings = findings_of_tree(&[files[0], ("train.py", &cpu_only)]);
+    assert!(
+        !findings.iter().any(|f| f["rule"] == "DEV019"),
+        "{findings:#?}"
+    );
+}

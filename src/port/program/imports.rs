@@ -486,7 +486,17 @@ static TREES: Trees = LazyLock::new(Default::default);
 
 /// The entry script of the module's tree that imports it (the first in path order), if any.
 pub fn entry_importing(path: &Path) -> Option<PathBuf> {
-    let key = tree::tree_of(path)?;
+    importer_in(path, tree::tree_of(path)?)
+}
+
+/// The entry script of the module's whole project ([`tree::project_of`]) that imports it: also
+/// one that reaches a folder without `__init__.py` from above (`from models import loader`, a
+/// namespace package), which [`entry_importing`] does not look for.
+pub fn project_entry_importing(path: &Path) -> Option<PathBuf> {
+    importer_in(path, (tree::project_of(path), true))
+}
+
+fn importer_in(path: &Path, key: (PathBuf, bool)) -> Option<PathBuf> {
     let tree = {
         // Held while the tree is read: the other threads want the same answer.
         let mut trees = TREES.lock().ok()?;

@@ -324,6 +324,13 @@ pub fn entry_on_disk(path: &Path) -> bool {
     fact(&ENTRIES, path, |t| is_entry(path, t)).unwrap_or(false)
 }
 
+/// Does the file at `path` mention CUDA (`"cuda"`, `.cuda()`, `torch.cuda`: kept)?
+static CUDA: Kept<bool> = LazyLock::new(Default::default);
+
+pub fn cuda_on_disk(path: &Path) -> bool {
+    fact(&CUDA, path, |t| t.contains("cuda")).unwrap_or(false)
+}
+
 /// [`entry_on_disk`] for each of a run's files, side by side, before the files are migrated:
 /// the first module that asks which entry script imports it
 /// ([`super::imports::entry_importing`]) would otherwise read them all alone, holding up every

@@ -13,8 +13,9 @@
 //! same device as before (an optimizer's `load_state_dict` casts its state to its parameters'
 //! devices too), and on a TPU the load no longer needs CUDA. A checkpoint kept in a variable is
 //! not rewritten: its other entries may be used as they were loaded; in a module that uses
-//! CUDA it is reported (no fix), unless a CUDA test selects the load (set T: a decoder's
-//! `saved = torch.load(opt.start_from)` left five evaluation scripts half-ported, unreported).
+//! CUDA, or that an entry script using CUDA imports, it is reported (no fix), unless a CUDA
+//! test selects the load (set T: a decoder's `saved = torch.load(opt.start_from)` left five
+//! evaluation scripts half-ported, unreported; set W: a loader module naming no device).
 //! Where the program defines
 //! its own `load_state_dict` (this module, or a project module it imports: an EMA helper may
 //! keep the loaded tensors as they are), the fix is unsafe.
@@ -198,7 +199,7 @@ impl Checker<'_> {
                 let guarded = stack.iter().any(|n| {
                     matches!(n, AnyNodeRef::StmtIf(i) if self.text(i.test.range()).contains("cuda"))
                 });
-                (self.src.contains("cuda") && !guarded)
+                ((self.src.contains("cuda") || self.imported_by_cuda_program()) && !guarded)
                     .then(|| Found::with(load.range(), String::new()))
             };
             let blocks = match stack.last() {
@@ -239,6 +240,19 @@ impl Checker<'_> {
             });
         });
         out
+    }
+
+    /// Is this module imported by an entry script of its tree that uses CUDA? Its checkpoints
+    /// are that program's, most likely saved on a GPU (set W: a loader module that names no
+    /// device, whose failed load a bare `except` turned into training from scratch).
+    fn imported_by_cuda_program(&self) -> bool {
+        use crate::port::program::{imports, tree};
+        let Some(path) = self.facts.path.as_deref() else {
+            return false;
+        };
+        imports::entry_importing(path)
+            .or_else(|| imports::project_entry_importing(path))
+            .is_some_and(|entry| tree::cuda_on_disk(&entry))
     }
 
     /// Does this module, or a project module it imports, define a `load_state_dict`?
