@@ -18,9 +18,10 @@
 //! in any other statement the statement's whole expression, where it is short and on one line,
 //! or else the smallest expression that holds every edit (a call, not its callee), becomes
 //! `(new if hasattr(torch, "accelerator") else old)`. The fixes inside one statement are
-//! written together. An edit inside an f-string (whose quotes the test would break before
-//! Python 3.12), or in an expression longer than a line's worth, is not rewritten this way, and
-//! the fix stays unsafe. A form that calls a later addition (`set_device_index`, 2.7; the
+//! written together. An edit inside an f-string is written with the whole f-string (or what
+//! holds it) in both forms, never with the test inside it (its quotes would break the f-string
+//! before Python 3.12); one in an expression longer than a line's worth (but a string over
+//! several lines, written twice as it is) is not rewritten this way, and the fix stays unsafe. A form that calls a later addition (`set_device_index`, 2.7; the
 //! memory statistics, 2.9; `torch.accelerator.random`, 2.13) tests for it too (`and
 //! hasattr(torch.accelerator, "set_device_index")`); one using `check_available` (2.7, an
 //! argument no test can find) stays unsafe.
@@ -52,6 +53,9 @@ struct Expression {
     in_fstring: bool,
     /// It is a statement's own expression (not part of a larger one).
     root: bool,
+    /// It is a string or an f-string: one over several lines (a backslash or triple-quoted
+    /// literal) can be written twice as it is, its lines inside the literal untouched.
+    string: bool,
     /// It is the callee of a call (`torch.cuda.device_count` of `torch.cuda.device_count()`).
     callee: bool,
     /// It is stored to or deleted (an assignment's target), or a decorator: no conditional
@@ -75,6 +79,8 @@ pub(super) struct Whole {
     pub range: TextRange,
     /// An expression statement on its own line, with its indentation: written as an `if`.
     statement: Option<String>,
+    /// A string literal (over several lines, maybe): both forms written as they are.
+    literal: bool,
 }
 
 /// `hasattr(torch, "accelerator")`, alone or first of an `and`.
@@ -174,6 +180,7 @@ impl<'a> SourceOrderVisitor<'a> for Collect {
             range: expr.range(),
             in_fstring: self.in_fstring > 0,
             root: self.depth == 0,
+            string: matches!(expr, Expr::FString(_) | Expr::StringLiteral(_)),
             callee: self.callees.last() == Some(&expr.range()),
             fixed_place: matches!(
                 expr,
@@ -229,21 +236,21 @@ impl Exprs {
     /// The expression to write both forms of, for edits spanning `r`: the statement's whole
     /// expression where it is short and on one line (both forms read in full), else the
     /// smallest expression holding `r` (a call rather than its callee); none inside an
-    /// f-string.
+    /// f-string (an f-string holding the edit is written whole).
     /// `displayed`: a notebook, whose cells show their last expression's value (set S: an `if`
     /// hid `torch.cuda.is_available()`'s True): expression statements stay expressions there.
     pub(super) fn whole_for(&self, r: TextRange, src: &str, displayed: bool) -> Option<Whole> {
+        // Not one inside an f-string: the test's quotes would break it before Python 3.12. An
+        // edit inside one is written with the f-string, or what holds it, in both forms.
         let holding: Vec<&Expression> = self
             .all
             .iter()
-            .filter(|e| e.range.contains_range(r))
+            .filter(|e| e.range.contains_range(r) && !e.in_fstring)
             .collect();
-        if holding.iter().any(|e| e.in_fstring) {
-            return None;
-        }
         let fits = |e: &&&Expression| {
             let text = &src[e.range];
-            text.len() <= LONGEST && !text.contains('\n')
+            (text.len() <= LONGEST && !text.contains('\n'))
+                || (e.string && text.len() <= 4 * LONGEST)
         };
         if let Some(root) = holding.iter().find(|e| e.root && !e.fixed_place) {
             // A statement on a line of its own is written as an `if` statement.
@@ -274,6 +281,7 @@ impl Exprs {
                     return Some(Whole {
                         range: stmt,
                         statement: Some(indent.to_string()),
+                        literal: false,
                     });
                 }
             }
@@ -281,6 +289,7 @@ impl Exprs {
                 return Some(Whole {
                     range: root.range,
                     statement: None,
+                    literal: root.string,
                 });
             }
         }
@@ -292,6 +301,7 @@ impl Exprs {
             .map(|e| Whole {
                 range: e.range,
                 statement: None,
+                literal: e.string,
             })
     }
 
@@ -357,7 +367,8 @@ pub(super) fn keeping_old_torch(
         let at = |o: TextSize| usize::from(o - whole.range.start());
         new.replace_range(at(e.range.start())..at(e.range.end()), &e.content);
     }
-    if new.contains('\n') && whole.statement.is_none() {
+    // Lines inside a string literal are its text: written twice as they are.
+    if new.contains('\n') && whole.statement.is_none() && !whole.literal {
         return None;
     }
     let probe = probe_for(&new)?;

@@ -243,3 +243,26 @@ fn torchtext_and_companion_pins_bound_the_torch() {
     super::forget();
     assert!(migrate_all_at(plain, &path).contains("if hasattr(torch, \"accelerator\"):"));
 }
+
+/// An edit inside an f-string keeps both forms by writing the f-string (or what holds it)
+/// twice, never the test inside it; a string over several lines is written twice as it is,
+/// its continuation lines untouched (a memory log over backslash-continued lines).
+#[test]
+fn edits_inside_f_strings_keep_both_forms_around_the_string() {
+    let src = "import torch\nimport logging\n\n\ndef setup(rank):\n    device = torch.device(f\"cuda:{rank % torch.cuda.device_count()}\")\n    return device\n\n\ndef log():\n    logging.warning(\n        f\"Allocated {torch.cuda.memory_allocated()} B \\\n        Reserved {torch.cuda.memory_reserved()} B\"\n    )\n";
+    let out = port_beside("train.py", src, None);
+    assert!(
+        out.contains("    else:\n        device = torch.device(f\"cuda:{rank % torch.cuda.device_count()}\")\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains(" else f\"Allocated {torch.cuda.memory_allocated()} B \\\n        Reserved {torch.cuda.memory_reserved()} B\")\n    )\n"),
+        "{out}"
+    );
+    assert!(crate::port::parse::is_valid(&out), "{out}");
+    // No test inside an f-string: its quotes would end it before Python 3.12.
+    assert!(
+        !out.contains("{hasattr") && !out.contains("{(hasattr"),
+        "{out}"
+    );
+}
