@@ -185,6 +185,26 @@ impl Checker<'_> {
             let AnyNodeRef::StmtAssign(a) = node else {
                 return;
             };
+            // An entry of the checkpoint kept (`sd = torch.load(path)["state_dict"]`, then
+            // changed before `load_state_dict`, set X): reported as a whole load kept is.
+            let entry = match a.value.as_ref() {
+                Expr::Subscript(sub) => match sub.value.as_ref() {
+                    Expr::Call(load) => Some(load),
+                    _ => None,
+                },
+                _ => None,
+            };
+            if let (Some(load), [Expr::Name(_)]) = (entry, a.targets.as_slice()) {
+                if self.plain_torch_load(load).is_some()
+                    && (self.src.contains("cuda") || self.imported_by_cuda_program())
+                    && !stack.iter().any(|n| {
+                        matches!(n, AnyNodeRef::StmtIf(i) if self.text(i.test.range()).contains("cuda"))
+                    })
+                {
+                    out.push(Found::with(load.range(), String::new()));
+                }
+                return;
+            }
             let ([Expr::Name(x)], Expr::Call(load)) = (a.targets.as_slice(), a.value.as_ref())
             else {
                 return;
@@ -490,5 +510,14 @@ mod tests {
         assert!(out.contains("by_rank = torch.load(path)\n"), "{out}");
         assert!(out.contains("later = torch.load(path)\n"), "{out}");
         assert_eq!(portable(&out), out);
+    }
+
+    #[test]
+    fn an_entry_of_a_checkpoint_kept_in_a_cuda_module_is_reported() {
+        let src = "import torch\n\n\ndef build(model, path):\n    sd = torch.load(path)['state_dict']\n    sd = {k[6:]: v for k, v in sd.items()}\n    model.load_state_dict(sd)\n    return model.cuda()\n";
+        let found = crate::port::test_support::findings("DEV019", src, None);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let cpu = src.replace("model.cuda()", "model");
+        assert!(crate::port::test_support::findings("DEV019", &cpu, None).is_empty());
     }
 }
