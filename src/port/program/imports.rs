@@ -322,17 +322,7 @@ pub fn reachable(
     depth: Depth,
     imports_of: &dyn Fn(&Path) -> Option<Arc<Vec<PathBuf>>>,
 ) -> Vec<Member> {
-    let mut seen: HashSet<PathBuf> = HashSet::from([path.to_path_buf()]);
-    let mut queue: VecDeque<Member> = VecDeque::new();
-    for i in imports_at(path, text, depth) {
-        if seen.insert(i.file.clone()) {
-            queue.push_back(Member {
-                file: i.file,
-                via: i.at,
-                hops: 1,
-            });
-        }
-    }
+    let (mut seen, mut queue) = first_breadth(path, text, depth);
     let mut out = vec![];
     while let Some(m) = queue.pop_front() {
         if out.len() >= MAX_MODULES {
@@ -365,17 +355,7 @@ pub fn reachable_together(
     let mut walks: Vec<Walk> = entries
         .par_iter()
         .map(|(path, text)| {
-            let mut seen: HashSet<PathBuf> = HashSet::from([path.to_path_buf()]);
-            let mut queue: VecDeque<Member> = VecDeque::new();
-            for i in imports_at(path, text, depth) {
-                if seen.insert(i.file.clone()) {
-                    queue.push_back(Member {
-                        file: i.file,
-                        via: i.at,
-                        hops: 1,
-                    });
-                }
-            }
+            let (seen, queue) = first_breadth(path, text, depth);
             let out = vec![];
             Walk { seen, queue, out }
         })
@@ -414,6 +394,22 @@ pub fn reachable_together(
         }
     }
     walks.into_iter().map(|w| w.out).collect()
+}
+
+/// A walk's start: the file itself seen, and the project modules it imports queued (one hop).
+fn first_breadth(path: &Path, text: &str, depth: Depth) -> (HashSet<PathBuf>, VecDeque<Member>) {
+    let mut seen: HashSet<PathBuf> = HashSet::from([path.to_path_buf()]);
+    let mut queue: VecDeque<Member> = VecDeque::new();
+    for i in imports_at(path, text, depth) {
+        if seen.insert(i.file.clone()) {
+            queue.push_back(Member {
+                file: i.file,
+                via: i.at,
+                hops: 1,
+            });
+        }
+    }
+    (seen, queue)
 }
 
 /// Take module `m` (its imports `next`) into the walk: queue what it imports first, then keep it.
