@@ -244,3 +244,49 @@ fn a_checkpoint_a_cuda_program_loads_in_its_modules_is_reported() {
         "{findings:#?}"
     );
 }
+
+/// A notebook that installs the project's own package from PyPI and imports it (set X: a Colab
+/// demo): it runs the published release, which the port never reaches, so DEV024 is reported
+/// on the import and the program counts as blocked. A notebook installing other packages, or
+/// one without the project's import, says nothing.
+#[test]
+fn a_notebook_running_the_published_package_is_reported() {
+    let notebook = |pip: &str, import: &str| {
+        serde_json::json!({
+            "cells": [
+                {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": null,
+                 "source": [format!("!pip install -q \"numpy<2.1\" {pip}\n")]},
+                {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": null,
+                 "source": [format!("import torch\n{import}\n"), "model = run(torch.ones(2))\n"]}
+            ],
+            "metadata": {}, "nbformat": 4, "nbformat_minor": 5
+        })
+        .to_string()
+    };
+    let project = "[project]\nname = \"Depth_Recon\"\nversion = \"0.1\"\n";
+    let module = "import torch\n\n\ndef run(x):\n    device = 'cuda' if torch.cuda.is_available() else 'cpu'\n    return x.to(device)\n";
+    let own = notebook("depth-recon", "from depth_recon.core import run");
+    let files = [
+        ("pyproject.toml", project),
+        ("depth_recon/__init__.py", ""),
+        ("depth_recon/core.py", module),
+        ("demo.ipynb", own.as_str()),
+    ];
+    let findings = findings_of_tree(&files);
+    let found: Vec<&Value> = findings.iter().filter(|f| f["rule"] == "DEV024").collect();
+    assert_eq!(found.len(), 1, "{findings:#?}");
+    assert!(
+        found[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`depth-recon`"),
+        "{:#}",
+        found[0]
+    );
+    let other = notebook("cmocean", "from depth_recon.core import run");
+    let findings = findings_of_tree(&[files[0], files[1], files[2], ("demo.ipynb", &other)]);
+    assert!(
+        !findings.iter().any(|f| f["rule"] == "DEV024"),
+        "{findings:#?}"
+    );
+}

@@ -71,6 +71,8 @@ pub enum Lint {
     ModelNeverMoved,
     /// A config file of the project sets a CUDA device, and this module loads a config.
     DeviceFromConfig,
+    /// A notebook installs the project's own package from PyPI and imports it.
+    InstalledProjectPackage,
 }
 
 /// Words a module that builds a convolutional network spells (`nn.Conv2d`, `torchvision`'s or
@@ -115,7 +117,7 @@ impl Lint {
     }
 
     /// Every lint: its name in rule files and what it finds.
-    pub const ALL: [(&'static str, Lint, &'static str); 21] = [
+    pub const ALL: [(&'static str, Lint, &'static str); 22] = [
         (
             "host-sync-in-loop",
             Lint::HostSyncInLoop,
@@ -220,6 +222,11 @@ impl Lint {
             "device-from-config",
             Lint::DeviceFromConfig,
             "a config load (`yaml.safe_load`, `OmegaConf.load`, `json.load`) in a project whose YAML/JSON configs set a device to CUDA (`device: cuda`)",
+        ),
+        (
+            "installed-project-package",
+            Lint::InstalledProjectPackage,
+            "a notebook that installs the project's own package from PyPI (`!pip install <its name>`) and imports it: it runs the published release, not the ported tree",
         ),
     ];
 

@@ -19,6 +19,7 @@ mod config_device;
 mod configs;
 mod ddp;
 mod extension;
+mod installed;
 mod loops;
 mod model;
 mod precision;
@@ -102,6 +103,7 @@ impl<'a> Checker<'a> {
                 Lint::TrainerFromConfig => self.trainers_from_configs(),
                 Lint::ModelNeverMoved => self.models_never_moved(),
                 Lint::DeviceFromConfig => self.devices_from_configs(),
+                Lint::InstalledProjectPackage => self.installed_project_packages(),
                 // Judged over the whole run, not per file (`port::program`, the driver).
                 Lint::ProgramBlocked => vec![],
                 Lint::HalfPrecision => model::half_casts(self),
