@@ -38,6 +38,9 @@ pub struct RuleIndex {
     extension_trees: Vec<usize>,
     /// Gated lints said once per package off programs ([`crate::port::rules::Lint::once_per_package`]).
     package_once: Vec<usize>,
+    /// Lints that read notebooks only ([`crate::port::rules::Lint::notebooks_only`]): off in
+    /// any other file, so that their common needle (`import`) makes no other file be parsed.
+    notebooks: Vec<usize>,
 }
 
 impl RuleIndex {
@@ -58,6 +61,7 @@ impl RuleIndex {
             gated: vec![],
             extension_trees: vec![],
             package_once: vec![],
+            notebooks: vec![],
         };
         let mut needles: Vec<String> = vec![];
         for (i, r) in set.rules.iter().enumerate() {
@@ -98,6 +102,9 @@ impl RuleIndex {
                     }
                     if lint.once_per_package() {
                         ix.package_once.push(i);
+                    }
+                    if lint.notebooks_only() {
+                        ix.notebooks.push(i);
                     }
                     if *lint == crate::port::rules::Lint::CudaExtensionImport {
                         ix.extension_trees.push(i);
@@ -167,6 +174,12 @@ impl RuleIndex {
                         active[*i] = active[*i] && reports;
                     }
                 }
+            }
+        }
+        if self.notebooks.iter().any(|i| active[*i]) {
+            let notebook = path.is_some_and(|p| p.extension().is_some_and(|x| x == "ipynb"));
+            for i in &self.notebooks {
+                active[*i] = active[*i] && notebook;
             }
         }
         if self.extension_trees.iter().any(|i| active[*i]) {

@@ -109,6 +109,11 @@ impl Lint {
         }
     }
 
+    /// Whether the lint reads notebooks only: the prefilter turns it off in any other file.
+    pub fn notebooks_only(self) -> bool {
+        matches!(self, Lint::InstalledProjectPackage)
+    }
+
     /// Whether, off programs, the lint reports once per package, on its first module that builds
     /// a network ([`crate::port::program::networks::reports_for_package`]): the prefilter turns
     /// it off in the package's other modules.
