@@ -387,8 +387,7 @@ pub fn reachable_together(
         for (w, batch) in walks.iter_mut().zip(batches) {
             for m in batch {
                 if let Some(Some(next)) = read.get(&m.file) {
-                    let next = next.clone();
-                    visit(m, &next, usize::MAX, &mut w.seen, &mut w.queue, &mut w.out);
+                    visit(m, next, usize::MAX, &mut w.seen, &mut w.queue, &mut w.out);
                 }
             }
         }

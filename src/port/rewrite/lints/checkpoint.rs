@@ -194,14 +194,19 @@ impl Checker<'_> {
                 },
                 _ => None,
             };
+            // Not rewritten: reported where the module uses CUDA (its checkpoints are likely
+            // saved there), unless a CUDA test selects this load (its `else` loads elsewhere:
+            // set T).
+            let kept = |load: &ruff_python_ast::ExprCall| {
+                let guarded = stack.iter().any(|n| {
+                    matches!(n, AnyNodeRef::StmtIf(i) if self.text(i.test.range()).contains("cuda"))
+                });
+                ((self.src.contains("cuda") || self.imported_by_cuda_program()) && !guarded)
+                    .then(|| Found::with(load.range(), String::new()))
+            };
             if let (Some(load), [Expr::Name(_)]) = (entry, a.targets.as_slice()) {
-                if self.plain_torch_load(load).is_some()
-                    && (self.src.contains("cuda") || self.imported_by_cuda_program())
-                    && !stack.iter().any(|n| {
-                        matches!(n, AnyNodeRef::StmtIf(i) if self.text(i.test.range()).contains("cuda"))
-                    })
-                {
-                    out.push(Found::with(load.range(), String::new()));
+                if self.plain_torch_load(load).is_some() {
+                    out.extend(kept(load));
                 }
                 return;
             }
@@ -212,16 +217,7 @@ impl Checker<'_> {
             let Some((at, comma)) = self.plain_torch_load(load) else {
                 return;
             };
-            // Not rewritten below: reported where the module uses CUDA (its checkpoints are
-            // likely saved there), unless a CUDA test selects this load (its `else` loads
-            // elsewhere: set T).
-            let kept = || {
-                let guarded = stack.iter().any(|n| {
-                    matches!(n, AnyNodeRef::StmtIf(i) if self.text(i.test.range()).contains("cuda"))
-                });
-                ((self.src.contains("cuda") || self.imported_by_cuda_program()) && !guarded)
-                    .then(|| Found::with(load.range(), String::new()))
-            };
+            let kept = || kept(load);
             let blocks = match stack.last() {
                 Some(parent) => crate::port::parse::child_bodies(*parent),
                 None => vec![self.parsed.module.body.as_slice()],

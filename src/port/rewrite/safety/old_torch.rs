@@ -21,10 +21,11 @@
 //! written together. An edit inside an f-string is written with the whole f-string (or what
 //! holds it) in both forms, never with the test inside it (its quotes would break the f-string
 //! before Python 3.12); one in an expression longer than a line's worth (but a string over
-//! several lines, written twice as it is) is not rewritten this way, and the fix stays unsafe. A form that calls a later addition (`set_device_index`, 2.7; the
-//! memory statistics, 2.9; `torch.accelerator.random`, 2.13) tests for it too (`and
-//! hasattr(torch.accelerator, "set_device_index")`); one using `check_available` (2.7, an
-//! argument no test can find) stays unsafe.
+//! several lines, written twice as it is) is not rewritten this way, and the fix stays unsafe.
+//! A form that calls a later addition (`set_device_index`, 2.7; the memory statistics, 2.9;
+//! `torch.accelerator.random`, 2.13) tests for it too (`and hasattr(torch.accelerator,
+//! "set_device_index")`); one using `check_available` (2.7, an argument no test can find)
+//! stays unsafe.
 //!
 //! Code in the old-torch branch of such a test (written by this fix or by hand: `... if
 //! hasattr(torch, "accelerator") else <old>`, `if hasattr(torch, "accelerator"): ... else:
