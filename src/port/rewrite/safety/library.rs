@@ -146,12 +146,13 @@ fn is_cpu(e: &ast::Expr) -> bool {
     }
 }
 
-/// The value a block assigns (or returns) when it is one plain assignment (or `return`).
+/// The value a block assigns (or returns) when it is one plain assignment (or `return`); a
+/// block a fix wrote in two forms for an older torch assigns its portable side's value.
 fn assigned(body: &[ast::Stmt]) -> Option<&ast::Expr> {
     match body {
         [ast::Stmt::Assign(a)] => Some(&a.value),
         [ast::Stmt::Return(r)] => r.value.as_deref(),
-        _ => None,
+        _ => super::old_torch::portable_side(body).and_then(assigned),
     }
 }
 

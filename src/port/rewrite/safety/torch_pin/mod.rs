@@ -441,6 +441,11 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
         if (major, minor) >= floor || fix.applicability != FixClass::Safe {
             continue;
         }
+        // In code that runs only where torch has `torch.accelerator` (the branch a chain
+        // gains), a form needing nothing newer is right as it is.
+        if floor <= (2, 6) && exprs.in_new_branch(fix.range()) {
+            continue;
+        }
         if let Some(inserted) = super::old_torch::inserting_for_new_torch(fix, src, &probe) {
             kept.insert(i, inserted);
             continue;
@@ -494,7 +499,12 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
         let Some((name, floor)) = needs(d) else {
             continue;
         };
-        if (major, minor) < floor {
+        if (major, minor) < floor
+            && !(floor <= (2, 6)
+                && d.fix
+                    .as_ref()
+                    .is_some_and(|f| exprs.in_new_branch(f.range())))
+        {
             d.make_unsafe(&format!(
                 "unsafe: {}, and `{}` needs torch {}.{} or newer (TorchTPU needs 2.11): {}, then \
                  apply this fix",
