@@ -89,9 +89,9 @@ pub struct Import {
 }
 
 /// The project modules the file at `path` (its text `text`) imports at top level, each once, in
-/// the order written. `from pkg import mod` reads the submodule where there is one; a package's
-/// `__init__.py` is read only where no name it gives is a submodule (it often imports
-/// everything the package has).
+/// the order written, with the packages' `__init__.py` files Python runs on the way (`from
+/// pkg.sub import mod` runs `pkg/__init__.py` and `pkg/sub/__init__.py`, then reads the
+/// submodule `mod` where there is one).
 pub fn project_imports(path: &Path, text: &str) -> Vec<Import> {
     imports_at(path, text, Depth::TopLevel)
 }
@@ -131,7 +131,21 @@ pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
                 .filter(|s| !s.is_empty())
                 .collect();
             let names = m.get(3).map_or("", |g| g.as_str());
-            let mut submodules = false;
+            // Importing `pkg.sub.mod` runs `pkg/__init__.py`, `pkg/sub/__init__.py` and the
+            // module itself, in that order, then the submodules the statement names (set Y: a
+            // package whose `__init__.py` imports every backbone, one of which imports CuPy at
+            // load).
+            for k in 1..segments.len() {
+                add(
+                    resolve(path, level, &segments[..k]).filter(|f| is_init(f)),
+                    &at,
+                    format!("{}{}", ".".repeat(level), segments[..k].join(".")),
+                );
+            }
+            let module = resolve(path, level, &segments);
+            let init = module.as_deref().is_some_and(is_init);
+            let dotted = format!("{}{}", ".".repeat(level), segments.join("."));
+            add(module.clone(), &at, dotted.clone());
             for name in names
                 .trim_matches(|c: char| c == '(' || c == ')' || c.is_whitespace())
                 .split(',')
@@ -141,18 +155,9 @@ pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
                 let mut sub = segments.clone();
                 sub.push(name);
                 if let Some(f) = resolve(path, level, &sub) {
-                    submodules = true;
                     let dots = ".".repeat(level);
                     add(Some(f), &at, format!("{dots}{}", sub.join(".")));
                 }
-            }
-            let module = resolve(path, level, &segments);
-            let init = module
-                .as_ref()
-                .is_some_and(|f| f.file_name().is_some_and(|n| n == "__init__.py"));
-            let dotted = format!("{}{}", ".".repeat(level), segments.join("."));
-            if !(submodules && init) {
-                add(module.clone(), &at, dotted.clone());
             }
             // Names a package re-exports from its submodules (`from .encoder import
             // create_encoder` in its `__init__.py`): the submodule that defines them, where
@@ -174,11 +179,22 @@ pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
                     continue;
                 };
                 let segments: Vec<&str> = module.split('.').filter(|s| !s.is_empty()).collect();
+                for k in 1..segments.len() {
+                    add(
+                        resolve(path, 0, &segments[..k]).filter(|f| is_init(f)),
+                        &at,
+                        segments[..k].join("."),
+                    );
+                }
                 add(resolve(path, 0, &segments), &at, module.to_string());
             }
         }
     }
     out
+}
+
+fn is_init(f: &Path) -> bool {
+    f.file_name().is_some_and(|n| n == "__init__.py")
 }
 
 /// A relative import in a package's `__init__.py`: `from .x import a, b as c` (or `(...)`).

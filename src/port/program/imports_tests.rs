@@ -53,6 +53,7 @@ fn names_a_package_re_exports_reach_their_submodule() {
     assert_eq!(
         files(imports_at(&script, text, Depth::Anywhere)),
         vec![
+            d.path().join("pkg/__init__.py"),
             d.path().join("pkg/modules/__init__.py"),
             d.path().join("pkg/modules/encoder.py"),
         ]
@@ -78,7 +79,11 @@ fn imports_resolve_beside_the_script_and_in_packages() {
     let text = "from .net import Net\nimport helper\nfrom pkg.sub import net\nimport torch\n";
     assert_eq!(
         files(project_imports(&script, text)),
-        vec![d.path().join("pkg/sub/net.py")]
+        vec![
+            d.path().join("pkg/sub/net.py"),
+            d.path().join("pkg/__init__.py"),
+            d.path().join("pkg/sub/__init__.py"),
+        ]
     );
     let top = d.path().join("run.py");
     let text = "import helper, other as o\nfrom pkg.sub.net import Net\nfrom pkg.sub import (\n    net,\n)\n";
@@ -88,15 +93,20 @@ fn imports_resolve_beside_the_script_and_in_packages() {
         vec![
             d.path().join("helper.py"),
             d.path().join("other.py"),
+            d.path().join("pkg/__init__.py"),
+            d.path().join("pkg/sub/__init__.py"),
             d.path().join("pkg/sub/net.py"),
         ]
     );
     // Each with the statement that imports it.
-    assert_eq!(&text[found[2].at.clone()], "from pkg.sub.net import Net");
-    // A package imported by name is its `__init__.py`.
+    assert_eq!(&text[found[4].at.clone()], "from pkg.sub.net import Net");
+    // A package imported by name is its `__init__.py`, after its parent's.
     assert_eq!(
         files(project_imports(&top, "import pkg.sub\n")),
-        vec![d.path().join("pkg/sub/__init__.py")]
+        vec![
+            d.path().join("pkg/__init__.py"),
+            d.path().join("pkg/sub/__init__.py")
+        ]
     );
     // A subpackage named like a top-level one is not what an absolute import finds.
     std::fs::create_dir_all(d.path().join("pkg/torch")).unwrap();
@@ -152,6 +162,35 @@ fn a_program_is_followed_breadth_first_through_its_modules() {
             ("model.py".into(), 1, "from model import GPT"),
             ("data.py".into(), 1, "import data"),
             ("layers.py".into(), 2, "from model import GPT"),
+        ]
+    );
+}
+
+/// Importing a submodule runs its packages' `__init__.py` first: `from pkg.model.build import
+/// f` reaches `pkg/__init__.py` and `pkg/model/__init__.py` (set Y: a package whose
+/// `__init__.py` imports every backbone, one of them CuPy at load), `import pkg.util` too.
+#[test]
+fn a_submodule_import_runs_its_packages_inits() {
+    let d = tempfile::tempdir().unwrap();
+    for f in [
+        "pkg/__init__.py",
+        "pkg/model/__init__.py",
+        "pkg/model/build.py",
+        "pkg/util.py",
+    ] {
+        let p = d.path().join(f);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, "").unwrap();
+    }
+    let script = d.path().join("run.py");
+    let text = "from pkg.model.build import f\nimport pkg.util\n";
+    assert_eq!(
+        files(project_imports(&script, text)),
+        vec![
+            d.path().join("pkg/__init__.py"),
+            d.path().join("pkg/model/__init__.py"),
+            d.path().join("pkg/model/build.py"),
+            d.path().join("pkg/util.py"),
         ]
     );
 }

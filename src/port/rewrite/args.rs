@@ -32,8 +32,13 @@ impl<'a> Checker<'a> {
         let mut new: Vec<New> = vec![];
         let mut imports = vec![];
         let mut dup = false;
+        let storage = self.storage_receiver(call);
         for a in args {
-            let (kw, t) = split_keyword_item(a);
+            let (mut kw, t) = split_keyword_item(a);
+            // A storage's `.to` takes its device by keyword only (`storage.to(device=...)`).
+            if storage && kw.is_none() && t == "{device}" {
+                kw = Some("device");
+            }
             // `{param}` alone, without conversion, refers to the source argument itself.
             if let Some(p) = t.strip_prefix('{').and_then(|x| x.strip_suffix('}'))
                 && !self.v(rule).convert.contains_key(p)
@@ -135,6 +140,34 @@ impl<'a> Checker<'a> {
             return Ok((vec![], imports, dup));
         }
         Ok((vec![Edit::replace(inner, joined)], imports, dup))
+    }
+}
+
+impl Checker<'_> {
+    /// Is the call's receiver a storage: the first parameter of a two-parameter lambda, the
+    /// form of a `map_location` (`lambda storage, loc: storage.cuda(0)`)? Its `.to` takes the
+    /// device by keyword only: `storage.to(device)` raises TypeError (set Y: a checkpoint
+    /// loader whose `except` then ran an untrained model, on CUDA too).
+    fn storage_receiver(&self, call: &ast::ExprCall) -> bool {
+        let ast::Expr::Attribute(a) = call.func.as_ref() else {
+            return false;
+        };
+        let ast::Expr::Name(n) = a.value.as_ref() else {
+            return false;
+        };
+        self.stack
+            .iter()
+            .rev()
+            .find_map(|node| match node {
+                ruff_python_ast::AnyNodeRef::ExprLambda(l) => Some(l),
+                _ => None,
+            })
+            .and_then(|l| l.parameters.as_deref())
+            .is_some_and(|p| {
+                p.args.len() == 2
+                    && p.posonlyargs.is_empty()
+                    && p.args[0].parameter.name.as_str() == n.id.as_str()
+            })
     }
 }
 
@@ -263,5 +296,23 @@ mod tests {
         let src = "m = torch.com.cuda(while True:\n)pile(model, dynamic=True)\n";
         let out = crate::port::migrate_source(src, &rules, &index, Default::default());
         assert!(!out.syntax_errors.is_empty());
+    }
+
+    /// A `map_location` lambda's storage takes its device by keyword (torch 2.15's
+    /// `_StorageBase.to()` takes one positional argument); a tensor keeps the positional form.
+    #[test]
+    fn a_storage_is_moved_by_keyword() {
+        let src = "import torch\n\nckpt = torch.load(\"m.pt\", map_location=lambda storage, loc: storage.cuda(0))\nkw = {\"map_location\": lambda s, loc: s.cuda()}\nx = torch.ones(2).cuda(0)\nf = lambda t: t.cuda()\n";
+        let out = crate::port::rewrite::migrated(src, false);
+        assert!(
+            out.contains("lambda storage, loc: storage.to(device=\"tpu:0\"))"),
+            "{out}"
+        );
+        assert!(
+            out.contains("lambda s, loc: s.to(device=\"tpu\")}"),
+            "{out}"
+        );
+        assert!(out.contains("x = torch.ones(2).to(\"tpu:0\")"), "{out}");
+        assert!(out.contains("f = lambda t: t.to(\"tpu\")"), "{out}");
     }
 }

@@ -178,10 +178,39 @@ impl Checker<'_> {
     /// translation script loading a whole pickled Transformer trained on a GPU).
     fn whole_loads_moved(&self) -> Vec<Found> {
         let mut out = vec![];
-        if !self.src.contains("= torch.load(") {
+        if !self.src.contains("= torch.load(") && !self.src.contains("return torch.load(") {
             return out;
         }
         walk(&self.parsed.module.body, true, &mut |node, stack| {
+            // Not rewritten: reported where the module uses CUDA (its checkpoints are likely
+            // saved there), unless a CUDA test selects this load (its `else` loads elsewhere:
+            // set T).
+            let kept = |load: &ruff_python_ast::ExprCall| {
+                let guarded = stack.iter().any(|n| {
+                    matches!(n, AnyNodeRef::StmtIf(i) if self.text(i.test.range()).contains("cuda"))
+                });
+                ((self.src.contains("cuda") || self.imported_by_cuda_program()) && !guarded)
+                    .then(|| Found::with(load.range(), String::new()))
+            };
+            // A checkpoint handed to the caller (`return torch.load(path)`, or an entry of it):
+            // kept as a variable is (set Y: a logger's loader whose bare `except` turned a GPU
+            // checkpoint into "no checkpoint" on a TPU VM).
+            if let AnyNodeRef::StmtReturn(r) = node {
+                let load = match r.value.as_deref() {
+                    Some(Expr::Call(load)) => Some(load),
+                    Some(Expr::Subscript(sub)) => match sub.value.as_ref() {
+                        Expr::Call(load) => Some(load),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let Some(load) = load
+                    && self.plain_torch_load(load).is_some()
+                {
+                    out.extend(kept(load));
+                }
+                return;
+            }
             let AnyNodeRef::StmtAssign(a) = node else {
                 return;
             };
@@ -193,16 +222,6 @@ impl Checker<'_> {
                     _ => None,
                 },
                 _ => None,
-            };
-            // Not rewritten: reported where the module uses CUDA (its checkpoints are likely
-            // saved there), unless a CUDA test selects this load (its `else` loads elsewhere:
-            // set T).
-            let kept = |load: &ruff_python_ast::ExprCall| {
-                let guarded = stack.iter().any(|n| {
-                    matches!(n, AnyNodeRef::StmtIf(i) if self.text(i.test.range()).contains("cuda"))
-                });
-                ((self.src.contains("cuda") || self.imported_by_cuda_program()) && !guarded)
-                    .then(|| Found::with(load.range(), String::new()))
             };
             if let (Some(load), [Expr::Name(_)]) = (entry, a.targets.as_slice()) {
                 if self.plain_torch_load(load).is_some() {
@@ -266,9 +285,18 @@ impl Checker<'_> {
         let Some(path) = self.facts.path.as_deref() else {
             return false;
         };
+        // The program's CUDA may live in another of its modules (set Y: an entry script that
+        // names no device, whose experiment module picks "cuda:0").
         imports::entry_importing(path)
             .or_else(|| imports::project_entry_importing(path))
-            .is_some_and(|entry| tree::cuda_on_disk(&entry))
+            .is_some_and(|entry| {
+                tree::cuda_on_disk(&entry)
+                    || std::fs::read_to_string(&entry).is_ok_and(|t| {
+                        imports::modules_of(&entry, &t)
+                            .iter()
+                            .any(|m| tree::cuda_on_disk(&m.file))
+                    })
+            })
     }
 
     /// Does this module, or a project module it imports, define a `load_state_dict`?
@@ -515,5 +543,15 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         let cpu = src.replace("model.cuda()", "model");
         assert!(crate::port::test_support::findings("DEV019", &cpu, None).is_empty());
+    }
+
+    /// A checkpoint returned to the caller (`return torch.load(path)`) is reported as one kept.
+    #[test]
+    fn a_checkpoint_returned_by_a_cuda_module_is_reported() {
+        let src = "import torch\n\n\ndef load(path):\n    try:\n        return torch.load(path)\n    except:\n        return None\n\n\ndef move(m):\n    return m.cuda()\n";
+        let found = crate::port::test_support::findings("DEV019", src, None);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let placed = src.replace("torch.load(path)", "torch.load(path, map_location=\"cpu\")");
+        assert!(crate::port::test_support::findings("DEV019", &placed, None).is_empty());
     }
 }
