@@ -380,10 +380,11 @@ fn program_findings(
         match p.verdict {
             Verdict::Whole => totals.programs[0] += 1,
             Verdict::NoCuda => totals.programs[3] += 1,
-            // Nothing was ported: its own findings say what to do, line by line.
-            Verdict::Blocked { partly: false } => totals.programs[2] += 1,
-            Verdict::Blocked { partly: true } => {
-                totals.programs[1] += 1;
+            // Nothing was ported, or part of it: PRG001 says so on the entry script either way
+            // (set Z: unported programs whose `"cuda" if torch.cuda.is_available() else "cpu"`
+            // stayed an unsafe fix ran on a TPU VM's CPU with no program-level word).
+            Verdict::Blocked { partly } => {
+                totals.programs[if partly { 1 } else { 2 }] += 1;
                 *totals.counts.found.entry(rule.id.clone()).or_default() += 1;
                 *totals.counts.left.entry(rule.id.clone()).or_default() += 1;
                 totals.diagnostics += 1;

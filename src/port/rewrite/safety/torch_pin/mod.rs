@@ -55,8 +55,8 @@ const FLOORS: &[(&str, Version)] = &[
     ("get_default_backend_for_device", (2, 6)),
     // The device-generic stream and event (set W: `torch.cuda.Event` → `torch.Event` in a
     // project declaring torch>=2.0).
-    ("torch.Event(", (2, 4)),
-    ("torch.Stream(", (2, 4)),
+    ("torch.Event", (2, 4)),
+    ("torch.Stream", (2, 4)),
 ];
 
 /// A README, whose prose may say which torch the project supports.

@@ -266,3 +266,19 @@ fn edits_inside_f_strings_keep_both_forms_around_the_string() {
         "{out}"
     );
 }
+
+/// `torch.Event`/`torch.Stream` (torch 2.4) named without a call in the edit (the callee alone
+/// is rewritten, `torch.cuda.Event(enable_timing=True)`): a project pinning torch 2.3 keeps
+/// CUDA's event beside it (set Z: timing events in a project on torch==2.3.1).
+#[test]
+fn an_event_callee_keeps_the_cuda_event_below_torch_2_4() {
+    let src = "import torch\n\nstart = torch.cuda.Event(enable_timing=True)\n";
+    let out = port_beside("cost.py", src, Some(("requirements.txt", "torch==2.3.1\n")));
+    assert!(out.contains("torch.Event(enable_timing=True)"), "{out}");
+    assert!(
+        out.contains("torch.cuda.Event(enable_timing=True)"),
+        "{out}"
+    );
+    let newer = port_beside("cost.py", src, Some(("requirements.txt", "torch==2.5.1\n")));
+    assert!(!newer.contains("torch.cuda.Event"), "{newer}");
+}
