@@ -177,7 +177,7 @@ impl RuleIndex {
             }
         }
         if self.notebooks.iter().any(|i| active[*i]) {
-            let notebook = path.is_some_and(|p| p.extension().is_some_and(|x| x == "ipynb"));
+            let notebook = path.is_some_and(crate::port::notebook::is_notebook);
             for i in &self.notebooks {
                 active[*i] = active[*i] && notebook;
             }

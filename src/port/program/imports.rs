@@ -106,6 +106,20 @@ pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
                 .flatten()
         })
     };
+    // Importing `pkg.sub.mod` runs `pkg/__init__.py`, `pkg/sub/__init__.py` and the module
+    // itself, in that order (set Y: a package whose `__init__.py` imports every backbone, one
+    // of which imports CuPy at load): each with its dotted name.
+    let chain = |level: usize, segments: &[&str]| -> Vec<(Option<PathBuf>, String)> {
+        let dots = ".".repeat(level);
+        // `from . import x` names no module: the package it is in.
+        (segments.len().min(1)..=segments.len())
+            .map(|k| {
+                let file = resolve(path, level, &segments[..k])
+                    .filter(|f| k == segments.len() || is_init(f));
+                (file, format!("{dots}{}", segments[..k].join(".")))
+            })
+            .collect()
+    };
     let mut out: Vec<Import> = vec![];
     let mut add = |file: Option<PathBuf>, at: &Range<usize>, name: String| {
         if let Some(file) = file
@@ -131,20 +145,13 @@ pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
                 .filter(|s| !s.is_empty())
                 .collect();
             let names = m.get(3).map_or("", |g| g.as_str());
-            // Importing `pkg.sub.mod` runs `pkg/__init__.py`, `pkg/sub/__init__.py` and the
-            // module itself, in that order, then the submodules the statement names (set Y: a
-            // package whose `__init__.py` imports every backbone, one of which imports CuPy at
-            // load).
-            for k in 1..segments.len() {
-                add(
-                    resolve(path, level, &segments[..k]).filter(|f| is_init(f)),
-                    &at,
-                    format!("{}{}", ".".repeat(level), segments[..k].join(".")),
-                );
+            // The packages and the module, then the submodules the statement names.
+            let mut packages = chain(level, &segments);
+            let (module, dotted) = packages.pop().unwrap_or_default();
+            for (file, name) in packages {
+                add(file, &at, name);
             }
-            let module = resolve(path, level, &segments);
             let init = module.as_deref().is_some_and(is_init);
-            let dotted = format!("{}{}", ".".repeat(level), segments.join("."));
             add(module.clone(), &at, dotted.clone());
             for name in names
                 .trim_matches(|c: char| c == '(' || c == ')' || c.is_whitespace())
@@ -179,14 +186,9 @@ pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
                     continue;
                 };
                 let segments: Vec<&str> = module.split('.').filter(|s| !s.is_empty()).collect();
-                for k in 1..segments.len() {
-                    add(
-                        resolve(path, 0, &segments[..k]).filter(|f| is_init(f)),
-                        &at,
-                        segments[..k].join("."),
-                    );
+                for (file, name) in chain(0, &segments) {
+                    add(file, &at, name);
                 }
-                add(resolve(path, 0, &segments), &at, module.to_string());
             }
         }
     }

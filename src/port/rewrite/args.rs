@@ -159,7 +159,7 @@ impl Checker<'_> {
             .iter()
             .rev()
             .find_map(|node| match node {
-                ruff_python_ast::AnyNodeRef::ExprLambda(l) => Some(l),
+                ast::AnyNodeRef::ExprLambda(l) => Some(l),
                 _ => None,
             })
             .and_then(|l| l.parameters.as_deref())

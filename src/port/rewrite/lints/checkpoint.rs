@@ -198,11 +198,8 @@ impl Checker<'_> {
             if let AnyNodeRef::StmtReturn(r) = node {
                 let load = match r.value.as_deref() {
                     Some(Expr::Call(load)) => Some(load),
-                    Some(Expr::Subscript(sub)) => match sub.value.as_ref() {
-                        Expr::Call(load) => Some(load),
-                        _ => None,
-                    },
-                    _ => None,
+                    Some(e) => entry_of(e),
+                    None => None,
                 };
                 if let Some(load) = load
                     && self.plain_torch_load(load).is_some()
@@ -216,14 +213,7 @@ impl Checker<'_> {
             };
             // An entry of the checkpoint kept (`sd = torch.load(path)["state_dict"]`, then
             // changed before `load_state_dict`, set X): reported as a whole load kept is.
-            let entry = match a.value.as_ref() {
-                Expr::Subscript(sub) => match sub.value.as_ref() {
-                    Expr::Call(load) => Some(load),
-                    _ => None,
-                },
-                _ => None,
-            };
-            if let (Some(load), [Expr::Name(_)]) = (entry, a.targets.as_slice()) {
+            if let (Some(load), [Expr::Name(_)]) = (entry_of(&a.value), a.targets.as_slice()) {
                 if self.plain_torch_load(load).is_some() {
                     out.extend(kept(load));
                 }
@@ -448,6 +438,18 @@ impl Checker<'_> {
 }
 
 /// `x.to(D)` or `x = x.to(D)` (D a name named for a device, positional or `device=`): D.
+/// The load an entry of a checkpoint is taken from: `torch.load(path)` in
+/// `torch.load(path)["state_dict"]`.
+fn entry_of(e: &Expr) -> Option<&ruff_python_ast::ExprCall> {
+    match e {
+        Expr::Subscript(sub) => match sub.value.as_ref() {
+            Expr::Call(load) => Some(load),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 fn moved_to<'s>(stmt: &'s ruff_python_ast::Stmt, x: &str) -> Option<&'s Expr> {
     use ruff_python_ast::Stmt;
     let call = match stmt {

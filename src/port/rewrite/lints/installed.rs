@@ -147,7 +147,7 @@ impl Checker<'_> {
         let Some(path) = self.facts.path.as_deref() else {
             return vec![];
         };
-        if path.extension().is_none_or(|x| x != "ipynb") {
+        if !crate::port::notebook::is_notebook(path) {
             return vec![];
         }
         let Ok(raw) = std::fs::read_to_string(path) else {

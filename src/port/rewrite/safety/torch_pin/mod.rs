@@ -149,7 +149,7 @@ fn oldest_in_folder(dir: &Path) -> Oldest {
                 continue;
             }
             // A notebook's pins are its install lines (`!pip install torch==2.7.1`).
-            let cap = if f.extension().is_some_and(|x| x == "ipynb") {
+            let cap = if crate::port::notebook::is_notebook(&f) {
                 text.split("\\n")
                     .filter(|l| l.contains("install"))
                     .filter_map(oldest_in)
@@ -431,7 +431,11 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
     // Where a form needs torch.accelerator itself (2.6), the fix can keep the old torch's form
     // beside it (old_torch.rs): the fixes inside one expression are written together.
     let exprs = exprs.get_or_init(|| super::old_torch::Exprs::of(body, src));
-    let notebook = path.is_some_and(|p| p.extension().is_some_and(|x| x == "ipynb"));
+    let notebook = path.is_some_and(crate::port::notebook::is_notebook);
+    // In code that runs only where torch has `torch.accelerator` (the branch a chain gains), a
+    // form needing nothing newer is right as it is.
+    let right_as_it_is =
+        |floor: Version, fix: &Fix| floor <= (2, 6) && exprs.in_new_branch(fix.range());
     let mut kept: HashMap<usize, Fix> = HashMap::new();
     let mut groups: Vec<(super::old_torch::Whole, Vec<usize>)> = vec![];
     for (i, d) in diags.iter().enumerate() {
@@ -441,9 +445,7 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
         if (major, minor) >= floor || fix.applicability != FixClass::Safe {
             continue;
         }
-        // In code that runs only where torch has `torch.accelerator` (the branch a chain
-        // gains), a form needing nothing newer is right as it is.
-        if floor <= (2, 6) && exprs.in_new_branch(fix.range()) {
+        if right_as_it_is(floor, fix) {
             continue;
         }
         if let Some(inserted) = super::old_torch::inserting_for_new_torch(fix, src, &probe) {
@@ -499,12 +501,7 @@ pub(in crate::port::rewrite) fn keep_within_pinned_torch(
         let Some((name, floor)) = needs(d) else {
             continue;
         };
-        if (major, minor) < floor
-            && !(floor <= (2, 6)
-                && d.fix
-                    .as_ref()
-                    .is_some_and(|f| exprs.in_new_branch(f.range())))
-        {
+        if (major, minor) < floor && !d.fix.as_ref().is_some_and(|f| right_as_it_is(floor, f)) {
             d.make_unsafe(&format!(
                 "unsafe: {}, and `{}` needs torch {}.{} or newer (TorchTPU needs 2.11): {}, then \
                  apply this fix",
