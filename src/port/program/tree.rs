@@ -9,8 +9,11 @@
 //! one: a registration call is no program. A script kept inside a package folder is one where
 //! it puts a folder on `sys.path` at column 0 (`sys.path.insert(0, project_root)`: what `python
 //! pkg/benchmark.py` needs to import the project, and no module imported through its package
-//! does) and runs something at column 0 besides (a call, a `for` or `while` loop). Tests (`test_*.py`, `*_test.py`, `conftest.py`) are
-//! never entries. A library module no entry script of its tree imports belongs to its package:
+//! does) and runs something at column 0 besides (a call, a `for` or `while` loop). Tests are never
+//! entries: `conftest.py`, and a module named `test_*.py` or `*_test.py` that imports pytest or
+//! unittest or defines tests with no `__main__` block. A script that only bears a test's name
+//! (`test_simple.py` running a model on images from its `__main__` block, or a loose one with
+//! calls at column 0 and no tests) is one (set Z: two such scripts ran on the CPU unreported). A library module no entry script of its tree imports belongs to its package:
 //! the top package directory above it (or its folder, for a loose module).
 
 use std::collections::HashMap;
@@ -55,9 +58,24 @@ pub fn is_test(path: &Path) -> bool {
     name.starts_with("test_") || name.ends_with("_test.py") || name == "conftest.py"
 }
 
+/// A test framework imported at column 0, or a test defined there.
+static TEST_TEXT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?m)^(?:import\s+(?:pytest|unittest)\b|from\s+(?:pytest|unittest)\b|def\s+test_|class\s+Test)").unwrap()
+});
+
+/// Does this text, of a module named as a test, read as a test (see the module doc)?
+fn test_text(path: &Path, text: &str) -> bool {
+    let name = path.file_name().unwrap_or_default();
+    name == "conftest.py"
+        || TEST_TEXT.find_iter(text).any(|m| {
+            let s = m.as_str();
+            s.starts_with("import") || s.starts_with("from") || !MAIN_GUARD.is_match(text)
+        })
+}
+
 /// Does the file at `path`, with this text, run as a program (see the module doc)?
 pub fn is_entry(path: &Path, text: &str) -> bool {
-    if is_test(path) {
+    if is_test(path) && test_text(path, text) {
         return false;
     }
     if text.contains("__main__") && MAIN_GUARD.is_match(text) {
@@ -401,8 +419,16 @@ mod tests {
             "import os, sys\nsys.path.append(os.path.dirname(__file__))\n\ndef f():\n    pass\n";
         assert!(!is_entry(&root.join("pkg/vendor.py"), vendored));
         for test in ["test_train.py", "train_test.py", "conftest.py"] {
-            assert!(!is_entry(&root.join(test), guard), "{test}");
+            let unit = format!("import unittest\n{guard}");
+            assert!(!is_entry(&root.join(test), &unit), "{test}");
+            let pytest = "import torch\n\ndef test_f():\n    assert torch.ones(1)\n\nprint(1)\n";
+            assert!(!is_entry(&root.join(test), pytest), "{test}");
         }
+        assert!(!is_entry(&root.join("conftest.py"), guard));
+        // A script that only bears a test's name runs as one.
+        let script = "import torch\n\ndef test_simple(args):\n    pass\n\nif __name__ == '__main__':\n    test_simple(None)\n";
+        assert!(is_entry(&root.join("test_simple.py"), script));
+        assert!(is_entry(&root.join("test_real.py"), call));
         // Neither a definition nor a keyword is a call statement.
         assert!(!is_entry(
             &root.join("lib.py"),
@@ -431,7 +457,7 @@ mod tests {
         write(
             root,
             "tests/test_x.py",
-            "from pkg import other\nif __name__ == '__main__':\n    main()\n",
+            "import unittest\nfrom pkg import other\nif __name__ == '__main__':\n    unittest.main()\n",
         );
         assert_eq!(
             super::super::imports::entry_importing(&resnet),

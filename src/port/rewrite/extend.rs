@@ -442,10 +442,14 @@ mod tests {
             text.contains("if DEVICE == 'cuda' and torch.cuda.device_count() > 1:"),
             "{text}"
         );
-        let plain = src.replace("model = nn.DataParallel(model)", "print('many')");
+        // A count asking for several devices differs on a TPU whatever it selects
+        // (`safety::device_index`); a count for any device is ported.
+        let plain = src
+            .replace("model = nn.DataParallel(model)", "print('many')")
+            .replace("device_count() > 1", "device_count() > 0");
         let text = crate::port::test_support::ported(&plain);
         assert!(
-            text.contains("torch.accelerator.device_count() > 1:"),
+            text.contains("torch.accelerator.device_count() > 0:"),
             "{text}"
         );
     }

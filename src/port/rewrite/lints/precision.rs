@@ -235,6 +235,7 @@ mod tests {
         std::fs::copy(d.path().join("trainer.py"), other.path().join("trainer.py")).unwrap();
         assert!(prc008(main, Some(&other.path().join("train.py"))).is_empty());
         // A test file is no program.
-        assert!(prc008(TRAIN, Some(&d.path().join("test_train.py"))).is_empty());
+        let test = format!("import pytest\n{TRAIN}");
+        assert!(prc008(&test, Some(&d.path().join("test_train.py"))).is_empty());
     }
 }

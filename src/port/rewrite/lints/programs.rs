@@ -71,12 +71,12 @@ impl Checker<'_> {
                 .into_iter()
                 .collect();
         };
+        if tree::is_entry(path, self.src) {
+            return self.conv_nets_of_entry(path, own());
+        }
         // A test is neither a program nor a module programs use.
         if tree::is_test(path) {
             return vec![];
-        }
-        if tree::is_entry(path, self.src) {
-            return self.conv_nets_of_entry(path, own());
         }
         // A library module: the text decides whether it counts with its package (as the
         // package's other modules are judged); the syntax tree, where it finds the network.

@@ -93,7 +93,7 @@ fn an_entry_script_reports_for_the_modules_it_imports() {
     let test = write(
         root,
         "test_net.py",
-        "from proj.net import Net\n\nif __name__ == \"__main__\":\n    Net()\n",
+        "import unittest\nfrom proj.net import Net\n\nif __name__ == \"__main__\":\n    Net()\n",
     );
     assert!(perf001(&test).is_empty());
     // The entry script's own network comes first, the modules' are named.

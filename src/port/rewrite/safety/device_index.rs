@@ -20,12 +20,18 @@
 //! `init_process_group("tpu_dist")`, which starts it), a torchrun process on a TPU VM counts its
 //! one device. So `torch.cuda.device_count()` compared with a rank, a world size or a GPU index
 //! (`assert local_rank < torch.cuda.device_count()`, or a name assigned from it and compared so
-//! in the same file) would fail on every rank but 0: that fix is unsafe, with the reason.
+//! in the same file) would fail on every rank but 0: that fix is unsafe, with the reason. So is a
+//! count compared with a number to ask whether there are several devices (`> 1`, `>= 2`, `== 1`):
+//! what it decides (DistributedDataParallel or not, DataParallel, a per-device batch) is decided
+//! on a TPU VM by a count that is the host's chips before the runtime starts and 1 after, where a
+//! CUDA process counts every GPU (set Z: `use_ddp = ... torch.cuda.device_count() > 1`, so a
+//! torchrun launch on a TPU trained unsynchronised replicas). A test for any device (`> 0`) is
+//! the same on both.
 
 use std::sync::LazyLock;
 
 use regex::Regex;
-use ruff_python_ast::{AnyNodeRef, Expr};
+use ruff_python_ast::{self as ast, AnyNodeRef, Expr};
 use ruff_text_size::{Ranged, TextRange};
 
 use crate::port::diagnostic::Diagnostic;
@@ -45,6 +51,32 @@ const COUNT_AGAINST_RANKS: &str = "not proven safe: the device count is compared
 a world size or a device index, and a torchrun process on a TPU VM counts its one device once \
 the runtime has started (init_process_group(\"tpu_dist\") starts it), where a CUDA process \
 counts every GPU: check what the comparison needs";
+
+const SEVERAL_DEVICES: &str = "not proven safe: the test asks whether there are several \
+devices, and a torchrun process on a TPU VM counts the host's chips before the runtime starts and \
+its one device after (a CUDA process counts every GPU), so what it decides (DistributedDataParallel, \
+DataParallel) goes another way on a TPU: decide by the world size (`dist.get_world_size()`)";
+
+/// Does `op k` (the count on the left) ask whether there are several devices (`> 1`, `>= 2`,
+/// `== 1`), not whether there is any (`> 0`, `>= 1`, `== 0`)?
+fn several(op: &str, k: u64) -> bool {
+    match op {
+        ">" | "<=" | "==" | "!=" => k >= 1,
+        ">=" | "<" => k >= 2,
+        _ => false,
+    }
+}
+
+/// The same comparison with the count on the right (`1 < n` is `n > 1`).
+fn flipped(op: &str) -> &str {
+    match op {
+        "<" => ">",
+        ">" => "<",
+        "<=" => ">=",
+        ">=" => "<=",
+        other => other,
+    }
+}
 
 const NOT_ITS_OWN_STATEMENT: &str = "not proven safe: TorchTPU binds each process to one device \
 and raises for any other index, so the call must run only where the accelerator is not a TPU, \
@@ -122,6 +154,7 @@ impl<'a> Checker<'a> {
             return;
         }
         let mut compared = false;
+        let mut counted = false;
         let mut assigned: Option<&str> = None;
         for n in self.stack.iter().rev() {
             match n {
@@ -130,6 +163,7 @@ impl<'a> Checker<'a> {
                         .chain(c.comparators.iter())
                         .filter(|e| !e.range().contains_range(m.range))
                         .any(|e| RANK_LIKE.is_match(self.text(e.range())));
+                    counted = self.asks_for_several(c, m.range);
                     break;
                 }
                 AnyNodeRef::StmtAssign(a) => {
@@ -150,10 +184,45 @@ impl<'a> Checker<'a> {
                 r"(?i)\b{name}\b\s*(<=?|>=?|==|!=)\s*{side}(rank|world|nproc|gpu){side}|(rank|world|nproc|gpu){side}\s*(<=?|>=?|==|!=)\s*\b{name}\b"
             );
             compared = Regex::new(&pattern).is_ok_and(|re| re.is_match(self.src));
+            let number = format!(
+                r"\b{name}\b\s*(<=?|>=?|==|!=)\s*(\d+)\b|\b(\d+)\s*(<=?|>=?|==|!=)\s*\b{name}\b"
+            );
+            counted = Regex::new(&number).is_ok_and(|re| {
+                re.captures_iter(self.src)
+                    .any(|c| match (c.get(1), c.get(2)) {
+                        (Some(op), Some(k)) => {
+                            k.as_str().parse().is_ok_and(|k| several(op.as_str(), k))
+                        }
+                        _ => c[3].parse().is_ok_and(|k| several(flipped(&c[4]), k)),
+                    })
+            });
         }
         if compared {
             d.make_unsafe(COUNT_AGAINST_RANKS);
+        } else if counted {
+            d.make_unsafe(SEVERAL_DEVICES);
         }
+    }
+
+    /// Is the comparison `c`, with the count at `count`, a test for several devices?
+    fn asks_for_several(&self, c: &ast::ExprCompare, count: TextRange) -> bool {
+        let sides: Vec<&Expr> = std::iter::once(&*c.left)
+            .chain(c.comparators.iter())
+            .collect();
+        c.ops.iter().enumerate().any(|(i, op)| {
+            let (l, r) = (sides[i], sides[i + 1]);
+            let int = |e: &Expr| match e {
+                Expr::NumberLiteral(n) => self.text(n.range()).parse::<u64>().ok(),
+                _ => None,
+            };
+            if l.range().contains_range(count) {
+                int(r).is_some_and(|k| several(op.as_str(), k))
+            } else if r.range().contains_range(count) {
+                int(l).is_some_and(|k| several(flipped(op.as_str()), k))
+            } else {
+                false
+            }
+        })
     }
 }
 
@@ -202,12 +271,28 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("n = torch.cuda.device_count()\n"), "{out}");
+        // `m > 1` asks for several devices: the count differs on a TPU (see the module doc).
+        assert!(out.contains("m = torch.cuda.device_count()\n"), "{out}");
         assert!(
-            out.contains("m = torch.accelerator.device_count()\n"),
+            out.contains("batch = 64 * torch.accelerator.device_count()\n"),
+            "{out}"
+        );
+        let use_ddp = "import os\nimport torch\n\nuse_ddp = torch.cuda.device_count() > 1 and int(os.environ.get('WORLD_SIZE', 1)) > 1\nany_gpu = torch.cuda.device_count() > 0\nsingle = 1 == torch.cuda.device_count()\nk = torch.cuda.device_count()\nprint(k >= 1)\n";
+        let out = migrate("CUD002", use_ddp, None).output.unwrap_or_default();
+        assert!(
+            out.contains("use_ddp = torch.cuda.device_count() > 1"),
             "{out}"
         );
         assert!(
-            out.contains("batch = 64 * torch.accelerator.device_count()\n"),
+            out.contains("single = 1 == torch.cuda.device_count()"),
+            "{out}"
+        );
+        assert!(
+            out.contains("any_gpu = torch.accelerator.device_count() > 0"),
+            "{out}"
+        );
+        assert!(
+            out.contains("k = torch.accelerator.device_count()"),
             "{out}"
         );
     }
