@@ -152,7 +152,10 @@ impl<'a> Checker<'a> {
     }
 
     /// The names read at `targets`, with their ancestors.
-    fn uses_at(&self, targets: Vec<TextRange>) -> Vec<(Vec<AnyNodeRef<'a>>, TextRange)> {
+    pub(in crate::port::rewrite) fn uses_at(
+        &self,
+        targets: Vec<TextRange>,
+    ) -> Vec<(Vec<AnyNodeRef<'a>>, TextRange)> {
         if targets.is_empty() {
             return vec![];
         }

@@ -201,6 +201,8 @@ impl<'a> Checker<'a> {
             d.make_unsafe(COUNT_AGAINST_RANKS);
         } else if counted {
             d.make_unsafe(SEVERAL_DEVICES);
+        } else if !self.count_use_is_neutral(m.range) {
+            d.make_unsafe(super::device_count_uses::PER_DEVICE_WORK);
         }
     }
 
@@ -261,7 +263,9 @@ mod tests {
     #[test]
     fn a_device_count_compared_with_ranks_is_unsafe() {
         let src = "import os\nimport torch\n\nlocal_rank = int(os.environ[\"LOCAL_RANK\"])\nassert local_rank < torch.cuda.device_count()\nassert torch.cuda.device_count() >= args.world_size\nn = torch.cuda.device_count()\nif args.local_rank >= n:\n    raise SystemExit(1)\nm = torch.cuda.device_count()\nif m > 1:\n    print(m)\nbatch = 64 * torch.cuda.device_count()\n";
-        let out = migrate("CUD002", src, None).output.unwrap_or_default();
+        let out = migrate("CUD002", src, None)
+            .output
+            .unwrap_or_else(|| src.to_string());
         assert!(
             out.contains("assert local_rank < torch.cuda.device_count()\n"),
             "{out}"
@@ -273,8 +277,9 @@ mod tests {
         assert!(out.contains("n = torch.cuda.device_count()\n"), "{out}");
         // `m > 1` asks for several devices: the count differs on a TPU (see the module doc).
         assert!(out.contains("m = torch.cuda.device_count()\n"), "{out}");
+        // A batch sized by the count is per-device work (`safety::device_count_uses`).
         assert!(
-            out.contains("batch = 64 * torch.accelerator.device_count()\n"),
+            out.contains("batch = 64 * torch.cuda.device_count()\n"),
             "{out}"
         );
         let use_ddp = "import os\nimport torch\n\nuse_ddp = torch.cuda.device_count() > 1 and int(os.environ.get('WORLD_SIZE', 1)) > 1\nany_gpu = torch.cuda.device_count() > 0\nsingle = 1 == torch.cuda.device_count()\nk = torch.cuda.device_count()\nprint(k >= 1)\n";

@@ -35,7 +35,9 @@
 
 pub(in crate::port::rewrite) mod callers;
 pub(in crate::port::rewrite) mod comments;
+pub(in crate::port::rewrite) mod cuda_methods;
 pub(in crate::port::rewrite) mod cuda_only;
+mod device_count_uses;
 pub(in crate::port::rewrite) mod device_index;
 pub(in crate::port::rewrite) mod device_libraries;
 pub(in crate::port::rewrite) mod fallback;
@@ -173,6 +175,14 @@ impl<'a> Checker<'a> {
                 "not proven safe: this is an object of class `{class}` of this file, which defines \
                  its own cuda() and no to(): `.to(...)` would raise AttributeError"
             ));
+        }
+        // `.cuda()` on an object of a program class with its own `cuda()` that `.to()` skips.
+        if matches!(rule.name.as_str(), "tensor-cuda" | "module-cuda")
+            && safe(d)
+            && let Some(receiver) = m.receiver
+            && let Some(why) = self.program_cuda_method(&rule.name, receiver)
+        {
+            d.make_unsafe(&why);
         }
         // Allocator calls that do nothing without CUDA stay quiet without an accelerator.
         if self.target == Target::Portable {

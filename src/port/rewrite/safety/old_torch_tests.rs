@@ -2,7 +2,7 @@
 
 use crate::port::test_support::{migrate_all_at, write};
 
-const SRC: &str = "import torch\n\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\nn = torch.cuda.device_count()\nx = torch.zeros(3).cuda()\ny = torch.ones(1).cuda(); z = 2\nname = f\"{torch.cuda.device_count()} GPUs\"\ntorch.cuda.set_device(0)\nfor _ in range(torch.cuda.device_count()):\n    pass\n";
+const SRC: &str = "import torch\n\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\nn = torch.cuda.device_count()\nx = torch.zeros(3).cuda()\ny = torch.ones(1).cuda(); z = 2\nname = f\"{torch.cuda.device_count()} GPUs\"\ntorch.cuda.set_device(0)\nfor _ in range(3 if torch.cuda.device_count() else 0):\n    pass\n";
 
 /// A project supporting torch 1.13 keeps its CUDA forms on that torch and gets the portable
 /// ones where torch has `torch.accelerator`; an f-string stays CUDA's.
@@ -27,7 +27,7 @@ fn a_project_on_an_older_torch_keeps_both_forms() {
     );
     // Inside a larger statement, the expression.
     assert!(
-        out.contains("for _ in (range(torch.accelerator.device_count()) if hasattr(torch, \"accelerator\") else range(torch.cuda.device_count())):"),
+        out.contains("for _ in (range(3 if torch.accelerator.device_count() else 0) if hasattr(torch, \"accelerator\") else range(3 if torch.cuda.device_count() else 0)):"),
         "{out}"
     );
     assert!(
