@@ -283,7 +283,7 @@ fn library_device_choices_with_other_work_are_ported() {
     let p = Ported::of("library.py");
     let text = &p.text;
     p.assert_has(&[
-        "    if torch.accelerator.is_available():\n        setattr(args, \"batch_size\", args.batch_size * torch.accelerator.device_count())\n        torch.cuda.manual_seed_all(args.seed)\n        device = torch.accelerator.current_accelerator()",
+        "    if torch.accelerator.is_available():\n        print(\"devices:\", torch.accelerator.device_count())\n        torch.cuda.manual_seed_all(args.seed)\n        device = torch.accelerator.current_accelerator()",
         "    if torch.accelerator.is_available():\n        device = torch.accelerator.current_accelerator()\n    else:\n        device = torch.device(\"cpu\")\n    return nn.Linear",
         "    if torch.cuda.is_available():\n        torch.backends.cudnn.benchmark = True\n        device = \"cuda\"",
     ]);

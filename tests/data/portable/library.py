@@ -6,12 +6,14 @@ import torch
 import torch.nn as nn
 
 
-# 1. The CUDA branch scales the batch and seeds CUDA before it picks the device; the fallback
-#    is `torch.device("cpu")`: ported (the same on CUDA, the TPU on a TPU VM).
+# 1. The CUDA branch logs the device count and seeds CUDA before it picks the device; the
+#    fallback is `torch.device("cpu")`: ported (the same on CUDA, the TPU on a TPU VM). A batch
+#    scaled by the count would be per-device work, which a TorchTPU process (one device) does
+#    not share: that keeps the check CUDA's (safety::device_count_uses).
 def init_training(args, model):
     torch.manual_seed(args.seed)
     if torch.cuda.is_available():
-        setattr(args, "batch_size", args.batch_size * torch.cuda.device_count())
+        print("devices:", torch.cuda.device_count())
         torch.cuda.manual_seed_all(args.seed)
         device = torch.device("cuda")
     else:
