@@ -21,8 +21,18 @@ pub fn add_imports(text: &str, roots: &[String]) -> String {
     let missing: Vec<&String> = roots
         .iter()
         .filter(|r| {
-            !sem.module_imports()
-                .any(|(name, q)| name == r.as_str() && q == r.as_str())
+            let imported = sem
+                .module_imports()
+                .any(|(name, q)| name == r.as_str() && q == r.as_str());
+            // Module-level code reading it above its import (a notebook cell before the one
+            // importing torch) needs it at the top too.
+            let read_early = || {
+                sem.loads.iter().any(|(at, _)| {
+                    text.get(usize::from(at.start())..usize::from(at.end())) == Some(r.as_str())
+                        && sem.bound_at(r, at.start()).is_none()
+                })
+            };
+            !imported || read_early()
         })
         .collect();
     if missing.is_empty() {
@@ -484,5 +494,18 @@ else:
 env = tpu.get_tpu_env()
 ";
         assert_eq!(retire_imports(src), (src.to_string(), 0));
+    }
+
+    /// Module-level code reading torch above its import (a notebook's earlier cell) gets it at
+    /// the top too (set AB: `DEVICE = 'cuda'` ported in the cell before `import torch`).
+    #[test]
+    fn a_name_read_above_its_import_is_imported_at_the_top() {
+        let text = "import os\nDEVICE = torch.device('cuda')\nimport torch\n";
+        let out = add_imports(text, &["torch".to_string()]);
+        assert!(out.starts_with("import os\nimport torch\nDEVICE"), "{out}");
+        let later = "import os\nimport torch\nDEVICE = torch.device('cuda')\n";
+        assert_eq!(add_imports(later, &["torch".to_string()]), later);
+        let deferred = "def f():\n    return torch.ones(1)\nimport torch\n";
+        assert_eq!(add_imports(deferred, &["torch".to_string()]), deferred);
     }
 }

@@ -282,7 +282,7 @@ pub fn qualify(qualified: &str, ctx: &Ctx<'_>) -> (String, Option<String>) {
     });
     for (name, q) in candidates {
         let visible = matches!(
-            ctx.sem.resolve(name, ctx.site).map(|b| &b.kind),
+            ctx.sem.bound_at(name, ctx.site).map(|b| &b.kind),
             Some(BindingKind::Import { qualified }) if qualified == q
         );
         if visible {
@@ -295,7 +295,7 @@ pub fn qualify(qualified: &str, ctx: &Ctx<'_>) -> (String, Option<String>) {
     }
     let root = qualified.split('.').next().unwrap_or(qualified);
     let root_ok = matches!(
-        ctx.sem.resolve(root, ctx.site).map(|b| &b.kind),
+        ctx.sem.bound_at(root, ctx.site).map(|b| &b.kind),
         Some(BindingKind::Import { qualified }) if qualified == root
     );
     if root_ok {

@@ -453,4 +453,20 @@ mod tests {
             "{text}"
         );
     }
+
+    /// A test that only rejects devices it does not know (`if 'cpu' not in device and 'cuda'
+    /// not in device: raise ValueError`) is a validation: extended, the TPU passes it (set AB: a
+    /// face detector raised on "tpu"); a `!=` gate of other code stays CUDA's.
+    #[test]
+    fn a_device_validation_lets_the_tpu_through() {
+        let src = "import logging\n\n\nclass D:\n    def __init__(self, device):\n        if 'cpu' not in device and 'cuda' not in device:\n            logging.error('bad %s', device)\n            raise ValueError\n        self.device = device\n\n\ndef stats(device):\n    if device.type != 'cuda':\n        return None\n    return 1\n";
+        let text = crate::port::test_support::ported(src);
+        assert!(
+            text.contains(
+                "if 'cpu' not in device and ('cuda' not in device and 'tpu' not in device):"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("if device.type != 'cuda':"), "{text}");
+    }
 }

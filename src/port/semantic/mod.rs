@@ -65,6 +65,25 @@ impl Semantic {
             .map(|i| &self.bindings[i])
     }
 
+    /// [`Self::resolve`], where the binding is already made when code at `pos` runs: code of a
+    /// function runs later and sees the module as it ends up; module-level code (a notebook's
+    /// earlier cell) sees only what is bound above it (`DEVICE = 'cuda'` before `import torch`).
+    pub fn bound_at(&self, name: &str, pos: TextSize) -> Option<&Binding> {
+        let b = self.resolve(name, pos)?;
+        let mut id = self.scope_at(pos);
+        let deferred = loop {
+            let s = &self.scopes[id];
+            if s.kind == ScopeKind::Function {
+                break true;
+            }
+            match s.parent {
+                Some(p) => id = p,
+                None => break false,
+            }
+        };
+        (deferred || b.range.start() <= pos).then_some(b)
+    }
+
     fn lookup(&self, scope: ScopeId, name: &str, pos: TextSize) -> Option<usize> {
         let mut id = scope;
         let mut nested = false;

@@ -227,6 +227,13 @@ impl Collect<'_> {
             })
             .collect();
         self.g.chains.push(clauses);
+        // `if 'cpu' not in device and 'cuda' not in device: raise ValueError` (set AB).
+        if s.elif_else_clauses.is_empty()
+            && s.body.len() <= 3
+            && matches!(s.body.last(), Some(ast::Stmt::Raise(_)))
+        {
+            self.g.validations.push(s.test.range());
+        }
         let elifs = s.elif_else_clauses.iter().any(|c| c.test.is_some());
         if elifs
             && (1..=3).contains(&s.body.len())
@@ -465,8 +472,10 @@ pub(in crate::port::rewrite) struct Guards {
     pub(super) fp16: Vec<TextRange>,
     /// Calls of memory-statistics helpers that are not PyTorch's (`training.get_memory_stats`).
     pub(super) stats: Vec<TextRange>,
-    /// Comparisons by `!=`, `not in`, `is not`.
+    /// Comparisons by `!=`, `not in`, `is not` (but in a validation's test).
     pub(super) negated: Vec<TextRange>,
+    /// Tests of an `if` that only rejects (`...: raise ValueError`): validations a TPU passes.
+    pub(super) validations: Vec<TextRange>,
     /// `if`/`elif`/`else` chains.
     pub(super) chains: Vec<Vec<Clause>>,
     /// Module-level flags (`_SUPPORTS_FLEX = torch.cuda.is_available() and ...`): name → value.
@@ -531,6 +540,7 @@ impl Guards {
                 fp16: vec![],
                 stats: vec![],
                 negated: vec![],
+                validations: vec![],
                 chains: vec![],
                 flags,
                 flag_uses: vec![],
@@ -554,6 +564,9 @@ impl Guards {
                 c.g.names.push(*at);
             }
         }
+        let validations = std::mem::take(&mut c.g.validations);
+        c.g.negated
+            .retain(|n| !validations.iter().any(|v| v.contains_range(*n)));
         c.g
     }
 }
