@@ -85,6 +85,9 @@ pub struct Checker<'a> {
     module_kernels: OnceCell<HashMap<String, String>>,
     /// The attribute names of attribute rules that the program defines itself (`own.rs`).
     own_attributes: OnceCell<HashMap<String, safety::own::OwnAttribute>>,
+    /// The classes with their own `cuda()` in this file and the modules it imports
+    /// (`safety::cuda_methods`), found once when a `.cuda()` fix first asks.
+    cuda_classes: OnceCell<Vec<safety::cuda_methods::CudaClass>>,
     /// Which machine the fixes write for (`--to`).
     target: Target,
     /// Fixes that extend a CUDA test to the TPU, with the code the test selects
@@ -121,6 +124,7 @@ pub fn run(
         cuda_defs: OnceCell::new(),
         module_kernels: OnceCell::new(),
         own_attributes: OnceCell::new(),
+        cuda_classes: OnceCell::new(),
         target: facts.to,
         extensions: vec![],
         gpu_requirements: vec![],

@@ -40,7 +40,7 @@ static DEF: LazyLock<Regex> =
 
 /// A class with its own `cuda()` and no `to()`/`_apply()`.
 #[derive(Clone, Debug, PartialEq)]
-pub(super) struct CudaClass {
+pub(in crate::port::rewrite) struct CudaClass {
     pub name: String,
     /// A subclass of a module, tensor or parameter: it has PyTorch's `.to()`, which skips the
     /// override.
@@ -116,8 +116,11 @@ impl<'a> Checker<'a> {
         receiver: &'a Expr,
     ) -> Option<String> {
         let path = self.facts.path.as_deref()?;
-        let mut classes = cuda_classes(self.src, path);
-        classes.extend(imported_cuda_classes(path).iter().cloned());
+        let classes = self.cuda_classes.get_or_init(|| {
+            let mut found = cuda_classes(self.src, path);
+            found.extend(imported_cuda_classes(path).iter().cloned());
+            found
+        });
         if classes.is_empty()
             || values::is_tensor_or_module(self.sem, &self.parsed.module, receiver)
         {

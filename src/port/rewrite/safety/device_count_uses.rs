@@ -126,15 +126,13 @@ impl<'a> Checker<'a> {
     /// A comparison with 0 or 1 that asks whether there is any device (`n > 0`, `n >= 1`,
     /// `n == 0`, `0 < n`); one asking for several was judged before this.
     fn any_device_test(&self, c: &ast::ExprCompare) -> bool {
-        let literal = |e: &Expr| match e {
-            Expr::NumberLiteral(n) => self.text(n.range()).parse::<u64>().ok(),
-            _ => None,
-        };
         let sides: Vec<&Expr> = std::iter::once(&*c.left)
             .chain(c.comparators.iter())
             .collect();
         c.ops.iter().enumerate().all(|(i, op)| {
-            let k = literal(sides[i]).or_else(|| literal(sides[i + 1]));
+            let k = self
+                .int_literal(sides[i])
+                .or_else(|| self.int_literal(sides[i + 1]));
             matches!(
                 (op, k),
                 (CmpOp::Gt | CmpOp::Lt | CmpOp::Eq | CmpOp::NotEq, Some(0))

@@ -213,18 +213,23 @@ impl<'a> Checker<'a> {
             .collect();
         c.ops.iter().enumerate().any(|(i, op)| {
             let (l, r) = (sides[i], sides[i + 1]);
-            let int = |e: &Expr| match e {
-                Expr::NumberLiteral(n) => self.text(n.range()).parse::<u64>().ok(),
-                _ => None,
-            };
             if l.range().contains_range(count) {
-                int(r).is_some_and(|k| several(op.as_str(), k))
+                self.int_literal(r).is_some_and(|k| several(op.as_str(), k))
             } else if r.range().contains_range(count) {
-                int(l).is_some_and(|k| several(flipped(op.as_str()), k))
+                self.int_literal(l)
+                    .is_some_and(|k| several(flipped(op.as_str()), k))
             } else {
                 false
             }
         })
+    }
+
+    /// The value of a non-negative integer literal (`1`, `0`).
+    pub(super) fn int_literal(&self, e: &Expr) -> Option<u64> {
+        match e {
+            Expr::NumberLiteral(n) => self.text(n.range()).parse().ok(),
+            _ => None,
+        }
     }
 }
 

@@ -104,6 +104,9 @@ pub(super) struct Collect<'d> {
     imported_uses: Vec<(&'d str, TextRange)>,
     /// The module's CUDA-only functions (`guard.rs`): calling one is CUDA code.
     cuda_defs: &'d HashMap<String, String>,
+    /// Tests of an `if` that only rejects (`...: raise ValueError`): validations a TPU passes,
+    /// whose negated comparisons are not gates.
+    validations: Vec<TextRange>,
     g: Guards,
 }
 
@@ -232,7 +235,7 @@ impl Collect<'_> {
             && s.body.len() <= 3
             && matches!(s.body.last(), Some(ast::Stmt::Raise(_)))
         {
-            self.g.validations.push(s.test.range());
+            self.validations.push(s.test.range());
         }
         let elifs = s.elif_else_clauses.iter().any(|c| c.test.is_some());
         if elifs
@@ -474,8 +477,6 @@ pub(in crate::port::rewrite) struct Guards {
     pub(super) stats: Vec<TextRange>,
     /// Comparisons by `!=`, `not in`, `is not` (but in a validation's test).
     pub(super) negated: Vec<TextRange>,
-    /// Tests of an `if` that only rejects (`...: raise ValueError`): validations a TPU passes.
-    pub(super) validations: Vec<TextRange>,
     /// `if`/`elif`/`else` chains.
     pub(super) chains: Vec<Vec<Clause>>,
     /// Module-level flags (`_SUPPORTS_FLEX = torch.cuda.is_available() and ...`): name → value.
@@ -531,6 +532,7 @@ impl Guards {
             cuda_defs,
             imported,
             imported_uses: vec![],
+            validations: vec![],
             g: Guards {
                 guards: vec![],
                 names: vec![],
@@ -540,7 +542,6 @@ impl Guards {
                 fp16: vec![],
                 stats: vec![],
                 negated: vec![],
-                validations: vec![],
                 chains: vec![],
                 flags,
                 flag_uses: vec![],
@@ -564,7 +565,7 @@ impl Guards {
                 c.g.names.push(*at);
             }
         }
-        let validations = std::mem::take(&mut c.g.validations);
+        let validations = &c.validations;
         c.g.negated
             .retain(|n| !validations.iter().any(|v| v.contains_range(*n)));
         c.g
