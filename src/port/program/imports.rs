@@ -192,6 +192,13 @@ pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
             }
         }
     }
+    // What the file loads at run time (`import_module`, a config loaded by path): what it
+    // may run.
+    if depth == Depth::Anywhere {
+        for l in super::dynamic::loads(path, text, &|segments| resolve(path, 0, segments)) {
+            add(Some(l.file), &l.at, l.name);
+        }
+    }
     out
 }
 

@@ -194,3 +194,60 @@ fn a_submodule_import_runs_its_packages_inits() {
         ]
     );
 }
+
+#[test]
+fn modules_loaded_at_run_time_are_followed() {
+    let d = tempfile::tempdir().unwrap();
+    for f in [
+        "configs/v3.py",
+        "configs/v5.py",
+        "models/__init__.py",
+        "models/resnet.py",
+        "models/vit.py",
+        "utils/helpers.py",
+        "src/train.py",
+    ] {
+        let p = d.path().join(f);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, "").unwrap();
+    }
+    // Set AB: a config module loaded by path from a folder the script names, one level up.
+    let script = d.path().join("src/train.py");
+    let by_path = "import importlib.util\ndef main():\n    path = Path(__file__).parent.parent / 'configs' / name\n    spec = importlib.util.spec_from_file_location('cfg', path)\n";
+    assert_eq!(
+        files(imports_at(&script, by_path, Depth::Anywhere)),
+        vec![
+            d.path().join("configs/v3.py"),
+            d.path().join("configs/v5.py")
+        ]
+    );
+    // What importing the module runs does not load them; without a loader, a folder named in
+    // a string is only a string.
+    assert!(imports_at(&script, by_path, Depth::TopLevel).is_empty());
+    let plain = by_path.replace("spec_from_file_location", "open");
+    assert!(imports_at(&script, &plain, Depth::Anywhere).is_empty());
+    // Only the lines around the load name its folder: a folder named far above it is not it.
+    let far = format!(
+        "OUT = 'configs'\n{}{}",
+        "x = 1\n".repeat(20),
+        by_path.replace("'configs' / ", "")
+    );
+    assert!(imports_at(&script, &far, Depth::Anywhere).is_empty());
+    // A registry: a literal package and a module chosen at run time; a literal module.
+    let root = d.path().join("main.py");
+    let registry = "import importlib\nm = importlib.import_module('models.' + args.arch)\nh = importlib.import_module(\"utils.helpers\")\nt = __import__('torch')\n";
+    assert_eq!(
+        files(imports_at(&root, registry, Depth::Anywhere)),
+        vec![
+            d.path().join("models/resnet.py"),
+            d.path().join("models/vit.py"),
+            d.path().join("utils/helpers.py"),
+        ]
+    );
+    let fstring = "import importlib\nm = importlib.import_module(f\"models.{name}\")\n";
+    assert_eq!(
+        files(imports_at(&root, fstring, Depth::Anywhere)).len(),
+        2,
+        "{fstring}"
+    );
+}

@@ -11,6 +11,7 @@
 //! left in each file of a run (the findings of rule families whose code fails or misbehaves on
 //! a TPU when it stays: [`BLOCKING_FAMILIES`]) and gives each program its verdict.
 
+pub mod dynamic;
 pub mod extensions;
 pub mod imports;
 pub mod networks;
