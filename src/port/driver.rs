@@ -490,7 +490,7 @@ fn notebook_report(
     );
     let mut report = FileReport {
         outcome: None,
-        state: None,
+        state: nb.state,
         issues: nb.issues,
         text: nb.text,
         json: nb.json,

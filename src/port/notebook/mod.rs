@@ -51,6 +51,10 @@ pub struct Report {
     /// The findings located in the notebook file itself (the JSON text), without their edits:
     /// for outputs that point into files (SARIF, GitHub annotations).
     pub in_file: Vec<Diagnostic>,
+    /// What the migration left, for the program judgement: a notebook with code is a program
+    /// (set AC: two notebooks picking `"cuda"` only where CUDA is available ran on a TPU VM's
+    /// CPU with no program-level word).
+    pub state: Option<crate::port::program::FileState>,
 }
 
 /// A migrated notebook.
@@ -298,6 +302,22 @@ pub fn process(
             .push_str(&render::unified_diff(display, text, new));
     }
     report.in_file = m.in_file(text);
+    if !m.outcome.skipped {
+        let mut state = crate::port::program::state_of(
+            path,
+            m.module.text.clone(),
+            &m.outcome,
+            rules,
+            required,
+        );
+        // A notebook runs as a program; its lines are the code cells' run together, which
+        // name no place in the file: the rule alone is shown.
+        state.program = true;
+        for l in &mut state.left {
+            l.line = 0;
+        }
+        report.state = Some(state);
+    }
     report.outcome = Some(m.outcome);
     report
 }

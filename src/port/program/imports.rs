@@ -307,6 +307,10 @@ fn resolve(path: &Path, level: usize, segments: &[&str]) -> Option<PathBuf> {
     });
     match root {
         Some(root) => module_file(root, segments),
+        // A package the project installs from a `src` folder (`pip install -e .` of a src
+        // layout, a uv workspace member under `packages/<name>/src/`): set AC's `train.py`
+        // importing `spectralquadnet` from `src/spectralquadnet/`.
+        None if let Some(file) = installed(dir, first, segments) => Some(file),
         // A namespace package (a folder without `__init__.py`) above the file, reached the way
         // `tools/train.py` reaches `lib/core/function.py` after `import _init_paths` puts the
         // project's root on sys.path: only a dotted name whose file is there.
@@ -317,6 +321,15 @@ fn resolve(path: &Path, level: usize, segments: &[&str]) -> Option<PathBuf> {
             .find_map(|a| module_file(a, segments)),
         None => None,
     }
+}
+
+/// The file of module `segments` (first segment `first`) in a package of one of the project's
+/// `src` folders ([`tree::src_roots`]).
+fn installed(dir: &Path, first: &str, segments: &[&str]) -> Option<PathBuf> {
+    tree::src_roots(dir)
+        .iter()
+        .filter(|r| tree::is_file(&r.join(first).join("__init__.py")))
+        .find_map(|r| module_file(r, segments))
 }
 
 /// The file of module `segments` under `dir`: `a/b.py` or `a/b/__init__.py`.
@@ -466,6 +479,21 @@ pub fn modules_of(path: &Path, text: &str) -> Vec<Member> {
 /// [`modules_of`], at most `hops` imports away from the file.
 pub fn modules_within(path: &Path, text: &str, hops: usize) -> Vec<Member> {
     reachable(path, text, hops, Depth::TopLevel, &imports_on_disk)
+}
+
+/// [`modules_within`], through the imports at any indentation (a registry's lazy imports in
+/// functions).
+pub fn modules_anywhere_within(path: &Path, text: &str, hops: usize) -> Vec<Member> {
+    let anywhere = |p: &Path| {
+        let text = std::fs::read_to_string(p).ok()?;
+        Some(Arc::new(
+            imports_at(p, &text, Depth::Anywhere)
+                .into_iter()
+                .map(|i| i.file)
+                .collect::<Vec<_>>(),
+        ))
+    };
+    reachable(path, text, hops, Depth::Anywhere, &anywhere)
 }
 
 /// The first project module of [`modules_within`] `hops` whose text satisfies `pred` (a file

@@ -46,6 +46,21 @@ const KEYWORDS: [&str; 8] = [
     "assert", "del", "elif", "if", "not", "return", "while", "yield",
 ];
 
+/// The names of scripts kept in a package (`pkg/train.py`, `pkg/eval_robustness.py`).
+const SCRIPT_NAMES: [&str; 11] = [
+    "train",
+    "pred",
+    "predict",
+    "infer",
+    "inference",
+    "eval",
+    "evaluate",
+    "demo",
+    "finetune",
+    "benchmark",
+    "main",
+];
+
 /// How many files a tree may hold for its entry scripts to be looked for.
 const MAX_TREE_FILES: usize = 20_000;
 
@@ -95,9 +110,24 @@ pub fn is_entry(path: &Path, text: &str) -> bool {
     if loose {
         return calls.next().is_some();
     }
+    // A module of a package run as `python -m pkg.train`: it prints at column 0 (a module
+    // imported for its names does not), or it bears a script's name and calls something at
+    // column 0 (set AC: `hypercaptcha/train.py` and `pred.py` ran a training and a prediction
+    // at module level, on a TPU VM's CPU, unreported).
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let script_name = SCRIPT_NAMES
+        .iter()
+        .any(|n| stem == *n || stem.strip_prefix(n).is_some_and(|r| r.starts_with('_')));
+    let top_calls: Vec<&str> = calls.collect();
+    if top_calls.contains(&"print") || (script_name && !top_calls.is_empty()) {
+        return true;
+    }
     text.contains("sys.path")
         && SYS_PATH_EDIT.is_match(text)
-        && (calls.any(|w| !w.starts_with("sys.path.")) || TOP_LOOP.is_match(text))
+        && (top_calls.iter().any(|w| !w.starts_with("sys.path.")) || TOP_LOOP.is_match(text))
 }
 
 /// Does this file exist (asked once per path and run: many files import the same modules)?
@@ -326,6 +356,40 @@ fn python_files(dir: &Path, nested: bool, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Folder of an importing file → the `src` folders of its project that hold packages.
+static SRC_ROOTS: LazyLock<Mutex<HashMap<PathBuf, Arc<Vec<PathBuf>>>>> =
+    LazyLock::new(Default::default);
+
+/// The `src` folders of the project of a file in `dir` ([`project_of`]) that hold packages: a
+/// folder named `src`, not itself a package, with a package in it (`pip install -e .` of a src
+/// layout, a uv workspace member under `packages/<name>/src/`; set AC: a root `train.py`
+/// importing `spectralquadnet` from `src/spectralquadnet/`).
+pub fn src_roots(dir: &Path) -> Arc<Vec<PathBuf>> {
+    if let Some(known) = SRC_ROOTS.lock().ok().and_then(|k| k.get(dir).cloned()) {
+        return known;
+    }
+    let mut roots: Vec<PathBuf> = vec![];
+    for f in project_files(&dir.join("__probe__.py")).iter() {
+        if f.file_name().is_none_or(|n| n != "__init__.py") {
+            continue;
+        }
+        let Some(root) = f.parent().and_then(Path::parent) else {
+            continue;
+        };
+        if root.file_name().is_some_and(|n| n == "src")
+            && !roots.iter().any(|r| r == root)
+            && !is_file(&root.join("__init__.py"))
+        {
+            roots.push(root.to_path_buf());
+        }
+    }
+    let roots = Arc::new(roots);
+    if let Ok(mut k) = SRC_ROOTS.lock() {
+        k.insert(dir.to_path_buf(), roots.clone());
+    }
+    roots
+}
+
 /// Which entry scripts can import the module: those of the folder above its top package (and
 /// below it), or, for a loose module, those beside it.
 pub(super) fn tree_of(path: &Path) -> Option<(PathBuf, bool)> {
@@ -364,6 +428,9 @@ pub fn read_entries(files: &[PathBuf]) {
 pub(super) fn forget() {
     if let Ok(mut l) = LISTED.lock() {
         l.clear();
+    }
+    if let Ok(mut r) = SRC_ROOTS.lock() {
+        r.clear();
     }
 }
 

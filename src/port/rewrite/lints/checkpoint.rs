@@ -47,7 +47,11 @@ impl Checker<'_> {
         let mut out = self.whole_loads_moved();
         // The rule's needles: a file may be active for the whole-object form alone (a file's
         // load_state_dict calls that break the line before torch.load are not read).
-        if !self.src.contains("load_state_dict(torch.load") {
+        let names = self.torch_load_names();
+        if !names
+            .iter()
+            .any(|n| self.src.contains(&format!("load_state_dict({n}(")))
+        {
             return out;
         }
         let mut own_loader: Option<bool> = None;
@@ -137,6 +141,24 @@ impl Checker<'_> {
         !found.is_empty() && found.iter().all(|b| b.range.end() <= at && device_value(b))
     }
 
+    /// How the module spells `torch.load`: `torch.load`, `th.load` after `import torch as th`,
+    /// `load` after `from torch import load` (set AC: a model zoo's `load(state_dict)` restored
+    /// CUDA weights on a TPU VM unreported).
+    fn torch_load_names(&self) -> Vec<String> {
+        let mut names = vec!["torch.load".to_string()];
+        for (name, qualified) in self.sem.module_imports() {
+            let spelled = match qualified {
+                "torch.load" => name.to_string(),
+                "torch" => format!("{name}.load"),
+                _ => continue,
+            };
+            if !names.contains(&spelled) {
+                names.push(spelled);
+            }
+        }
+        names
+    }
+
     /// `torch.load(path)` with no map_location: where the keyword goes, and what goes before it
     /// (", ", or a space after a trailing comma).
     fn plain_torch_load(&self, load: &ruff_python_ast::ExprCall) -> Option<(TextSize, &str)> {
@@ -178,7 +200,10 @@ impl Checker<'_> {
     /// translation script loading a whole pickled Transformer trained on a GPU).
     fn whole_loads_moved(&self) -> Vec<Found> {
         let mut out = vec![];
-        if !self.src.contains("= torch.load(") && !self.src.contains("return torch.load(") {
+        let names = self.torch_load_names();
+        if !names.iter().any(|n| {
+            self.src.contains(&format!("= {n}(")) || self.src.contains(&format!("return {n}("))
+        }) {
             return out;
         }
         walk(&self.parsed.module.body, true, &mut |node, stack| {
@@ -498,6 +523,17 @@ fn loader_device(call: &ruff_python_ast::ExprCall, at: usize) -> Option<&Expr> {
 #[cfg(test)]
 mod tests {
     use crate::port::test_support::ported as portable;
+
+    #[test]
+    fn torch_load_imported_by_name_or_alias_is_read() {
+        let src = "import torch\nimport torch as th\nfrom torch import load\n\n\ndef build(model, p):\n    model.cuda()\n    model.load_state_dict(load(p))\n    model.load_state_dict(th.load(p))\n";
+        let out = portable(src);
+        assert!(
+            out.contains("load(p, map_location=\"cpu\"))\n    model"),
+            "{out}"
+        );
+        assert!(out.contains("th.load(p, map_location=\"cpu\"))"), "{out}");
+    }
 
     #[test]
     fn a_safetensors_load_stays_one_safetensors_knows() {

@@ -69,6 +69,73 @@ static MOVE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\.(?:to|cuda)\(").u
 /// How many project modules away a tie may be (the script, the model file, its layers).
 const HOPS: usize = 2;
 
+/// How many project modules away a trainer may be (a package `__init__`, its registry, the
+/// trainer module).
+const TRAINER_HOPS: usize = 3;
+
+/// An optimizer built over a module's parameters: `torch.optim.Adam(self.model.parameters()`
+/// (the module's spelling in group 1).
+static OPTIMIZER_OVER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\boptim\.[A-Z]\w*\(\s*(?:params\s*=\s*)?([\w.]+)\.parameters\(\)").unwrap()
+});
+
+/// Does a module's text build an optimizer over a module it moves afterwards
+/// (`self.model.to(self.device)` below `Adam(self.model.parameters(), ...)`)?
+fn optimizer_then_move(text: &str) -> bool {
+    if !text.contains("optim.") {
+        return false;
+    }
+    OPTIMIZER_OVER.captures_iter(text).any(|c| {
+        let (Some(all), Some(model)) = (c.get(0), c.get(1)) else {
+            return false;
+        };
+        // In the function that builds it: moved after, and not before (set AA: a training
+        // function that moved its extractor first, and an evaluation function moving it again).
+        let (start, end) = function_around(text, all.start());
+        !moved_in(&text[start..all.start()], model.as_str())
+            && moved_in(&text[all.end()..end], model.as_str())
+    })
+}
+
+/// The byte range of the function whose body holds `at` (the whole text outside one): from its
+/// `def` line to the next `def` or `class` line indented no deeper.
+fn function_around(text: &str, at: usize) -> (usize, usize) {
+    let indent = |line: &str| line.len() - line.trim_start().len();
+    let opens = |line: &str| {
+        let t = line.trim_start();
+        t.starts_with("def ") || t.starts_with("async def ")
+    };
+    let mut start = None;
+    let mut offset = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let here = indent(&text[offset..text[offset..].find('\n').map_or(text.len(), |n| offset + n)]);
+    // The nearest `def` above, indented less than the line that builds the optimizer.
+    while offset > 0 {
+        let prev = text[..offset - 1].rfind('\n').map_or(0, |i| i + 1);
+        let line = &text[prev..offset - 1];
+        if opens(line) && indent(line) < here {
+            start = Some((prev, indent(line)));
+            break;
+        }
+        offset = prev;
+    }
+    let Some((start, depth)) = start else {
+        return (0, text.len());
+    };
+    let mut end = text.len();
+    let mut pos = text[at..].find('\n').map_or(text.len(), |n| at + n + 1);
+    while pos < text.len() {
+        let next = text[pos..].find('\n').map_or(text.len(), |n| pos + n);
+        let line = &text[pos..next];
+        let t = line.trim_start();
+        if !t.is_empty() && indent(line) <= depth && (opens(line) || t.starts_with("class ")) {
+            end = pos;
+            break;
+        }
+        pos = next + 1;
+    }
+    (start, end)
+}
+
 impl Checker<'_> {
     /// The first module move of a program that shares weights, with the fix.
     pub(super) fn shared_weights_moves(&self) -> Vec<Found> {
@@ -166,7 +233,7 @@ impl Checker<'_> {
             .iter()
             .find(|(at, _)| !from_arguments.contains(at));
         let Some(built) = late.or(first).map(|(r, _)| *r) else {
-            return vec![];
+            return self.optimizer_before_move_in_modules();
         };
         match first_move {
             _ if late.is_some() => {}
@@ -187,6 +254,39 @@ impl Checker<'_> {
         vec![Found {
             range: built,
             detail: String::new(),
+            fix: Some(switch_after_imports(at, KEEP_OPTIMIZED)),
+        }]
+    }
+
+    /// DEV020 for an entry script that builds no optimizer itself, where a project module of
+    /// its program (within [`TRAINER_HOPS`]) builds one and then moves the module it optimizes
+    /// (set AC: trainer classes whose `__init__` built Adam over `self.model.parameters()`, then
+    /// called `self.model.to(self.device)`); the finding sits on the import that reaches it.
+    fn optimizer_before_move_in_modules(&self) -> Vec<Found> {
+        let Some(path) = self.facts.path.as_deref() else {
+            return vec![];
+        };
+        let Some(member) =
+            crate::port::program::imports::modules_anywhere_within(path, self.src, TRAINER_HOPS)
+                .into_iter()
+                .find(|m| std::fs::read_to_string(&m.file).is_ok_and(|t| optimizer_then_move(&t)))
+        else {
+            return vec![];
+        };
+        let Some(at) = torch_imported_at(&self.parsed.module.body) else {
+            return vec![];
+        };
+        let name = member
+            .file
+            .file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+        let range = TextRange::new(
+            TextSize::try_from(member.via.start).unwrap_or_default(),
+            TextSize::try_from(member.via.end).unwrap_or_default(),
+        );
+        vec![Found {
+            range,
+            detail: format!(" (in {name}, which this import reaches)"),
             fix: Some(switch_after_imports(at, KEEP_OPTIMIZED)),
         }]
     }
@@ -419,5 +519,37 @@ mod tests {
             "    model.to(\"tpu\")\n    for x in loader:",
         );
         assert!(dev020(&moved_inside, None).is_some_and(|o| o.contains(super::SWAP)));
+        // The script builds no optimizer; a trainer class its registry imports lazily builds
+        // one, then moves its model (set AC).
+        let d = tempfile::tempdir().unwrap();
+        let entry = "import torch\nfrom models import build\n\nif __name__ == \"__main__\":\n    build(\"x\").fit()\n";
+        let path = crate::port::test_support::write(d.path(), "train.py", entry);
+        let w = |f: &str, t: &str| crate::port::test_support::write(d.path(), f, t);
+        w("models/__init__.py", "from .registry import build\n");
+        w(
+            "models/registry.py",
+            "def build(name):\n    from models.x.trainer import T\n    return T()\n",
+        );
+        w("models/x/__init__.py", "");
+        let trainer = "import torch\nclass T:\n    def __init__(self, model, device):\n        self.model = model\n        self.optimizer = torch.optim.Adam(\n            self.model.parameters(), lr=1e-3)\n        self.model.to(device)\n";
+        w("models/x/trainer.py", trainer);
+        assert!(dev020(entry, Some(&path)).is_some_and(|o| o.contains(super::SWAP)));
+        // Moved again in another function only: not this optimizer's move.
+        let elsewhere = trainer.replace(
+            "        self.model.to(device)\n",
+            "    def eval(self, device):\n        self.model.to(device)\n",
+        );
+        w("models/x/trainer.py", &elsewhere);
+        crate::port::program::forget();
+        assert_eq!(dev020(entry, Some(&path)), None);
+        // Moved before the optimizer is built: nothing to keep.
+        w(
+            "models/x/trainer.py",
+            &trainer
+                .replace("self.model = model", "self.model = model.to(device)")
+                .replace("        self.model.to(device)\n", ""),
+        );
+        crate::port::program::forget();
+        assert_eq!(dev020(entry, Some(&path)), None);
     }
 }

@@ -2,7 +2,12 @@
 //! NVIDIA GPUs only, compiled extensions, non-portable `torch.ops` namespaces, and the ATen ops
 //! TorchTPU 0.2.0 does not implement. `guard.rs` and `together.rs` ask it about names.
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
+
+use ruff_python_ast::{self as ast, Expr, Stmt};
+
+use crate::port::semantic::Semantic;
 
 /// `torch.cuda.*` names that are CUDA-only machinery (no TPU counterpart a guard could select).
 /// Streams and events are not: the STM rules map them to `torch.Stream`/`torch.Event`.
@@ -196,6 +201,61 @@ pub(in crate::port::rewrite) fn cuda_only_name(q: &str) -> Option<String> {
             || s.contains("triton")
     });
     (known || compiled).then(|| format!("`{q}`"))
+}
+
+/// The module's top-level statements, with those of module-level `if`/`try` blocks (kernels
+/// defined under `if HAS_TRITON:` or `try: import helion`).
+pub(super) fn top_level(module: &[Stmt]) -> Vec<&Stmt> {
+    let mut out = vec![];
+    for stmt in module {
+        match stmt {
+            Stmt::If(i) => {
+                out.extend(top_level(&i.body));
+                for c in &i.elif_else_clauses {
+                    out.extend(top_level(&c.body));
+                }
+            }
+            Stmt::Try(t) => {
+                out.extend(top_level(&t.body));
+                for h in &t.handlers {
+                    let ast::ExceptHandler::ExceptHandler(h) = h;
+                    out.extend(top_level(&h.body));
+                }
+                out.extend(top_level(&t.orelse));
+            }
+            s => out.push(s),
+        }
+    }
+    out
+}
+
+/// Module-level functions decorated with `@triton.jit`, `@triton.autotune(...)`,
+/// `@helion.kernel(...)` (or any decorator from a CUDA-only library).
+pub(super) fn triton_kernels(body: &[Stmt], sem: &Semantic) -> HashMap<String, String> {
+    top_level(body)
+        .into_iter()
+        .filter_map(|s| match s {
+            Stmt::FunctionDef(f) => f.decorator_list.iter().find_map(|d| {
+                let e = match &d.expression {
+                    Expr::Call(c) => c.func.as_ref(),
+                    e => e,
+                };
+                let q = sem.qualified_name(e)?;
+                cuda_only_name(&q)?;
+                Some((
+                    f.name.to_string(),
+                    format!("the `@{q}` kernel `{}`", f.name),
+                ))
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A string that names a GPU as a choice: `"gpu"`, `"GPU"`, `"gpu_hist"`, `"gpus"`.
+pub(super) fn gpu_choice(s: &str) -> bool {
+    let l = s.to_ascii_lowercase();
+    l == "gpu" || l == "gpus" || l.starts_with("gpu_") || l.starts_with("gpu-")
 }
 
 #[cfg(test)]

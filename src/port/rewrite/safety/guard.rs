@@ -14,7 +14,7 @@ use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor, Traversal
 use ruff_python_ast::{self as ast, AnyNodeRef, Expr, ExprContext, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
-use super::cuda_only::cuda_only_name;
+use super::cuda_only::{cuda_only_name, gpu_choice, top_level, triton_kernels};
 use crate::port::rewrite::Checker;
 use crate::port::semantic::Semantic;
 
@@ -32,6 +32,8 @@ struct Scan<'s> {
     found: Option<String>,
     /// Scanning the code a CUDA test selects: [`NOT_ON_A_TPU`] counts too.
     guarded: bool,
+    /// A GPU choice by name counts too (not beside Lightning: LIB012 says more there).
+    gpu_choices: bool,
 }
 
 /// Code that is not CUDA-only but must not be selected on a TPU: DataParallel replicates with
@@ -124,6 +126,15 @@ impl<'a> SourceOrderVisitor<'a> for Scan<'_> {
                     _ => None,
                 };
                 method.or_else(|| self.sem.qualified_name(expr).and_then(|q| self.named(&q)))
+            }
+            // A GPU choice handed on as a name (`'gpu' if torch.cuda.is_available() else
+            // 'cpu'`, `opt.backend = 'gpu'`): the code it feeds builds its GPU path on CUDA
+            // (set AC: a wavelet backend that put its filters on `torch.device('cuda')`).
+            Expr::StringLiteral(s) if self.gpu_choices && gpu_choice(s.value.to_str()) => {
+                Some(format!(
+                    "the choice \"{}\", a GPU setting the code it feeds builds on CUDA",
+                    s.value
+                ))
             }
             _ => None,
         };
@@ -354,6 +365,7 @@ impl<'a> Checker<'a> {
                     kernels: self.cuda_defs().clone(),
                     found: None,
                     guarded: false,
+                    gpu_choices: false,
                 };
                 scan.assigned_kernels(&self.parsed.module.body);
                 scan.kernels
@@ -364,6 +376,7 @@ impl<'a> Checker<'a> {
             kernels,
             found: None,
             guarded: false,
+            gpu_choices: false,
         };
         let func = stack.iter().rev().find_map(|n| match n {
             AnyNodeRef::StmtFunctionDef(f) => Some(&f.body[..]),
@@ -381,6 +394,7 @@ impl<'a> Checker<'a> {
     fn guard_scanner(&self, stack: &[AnyNodeRef<'a>]) -> Scan<'_> {
         let mut scan = self.scanner(stack);
         scan.guarded = self.target == crate::port::rules::Target::Portable;
+        scan.gpu_choices = scan.guarded && !self.src.contains("lightning");
         scan
     }
 
@@ -443,6 +457,7 @@ fn cuda_only_defs(
         kernels,
         found: None,
         guarded: false,
+        gpu_choices: false,
     };
     let mut defs: Vec<(String, &[Stmt])> = vec![];
     for stmt in top_level(module) {
@@ -477,55 +492,6 @@ fn cuda_only_defs(
             return scan.kernels;
         }
     }
-}
-
-/// The module's top-level statements, with those of module-level `if`/`try` blocks (kernels
-/// defined under `if HAS_TRITON:` or `try: import helion`).
-fn top_level(module: &[Stmt]) -> Vec<&Stmt> {
-    let mut out = vec![];
-    for stmt in module {
-        match stmt {
-            Stmt::If(i) => {
-                out.extend(top_level(&i.body));
-                for c in &i.elif_else_clauses {
-                    out.extend(top_level(&c.body));
-                }
-            }
-            Stmt::Try(t) => {
-                out.extend(top_level(&t.body));
-                for h in &t.handlers {
-                    let ast::ExceptHandler::ExceptHandler(h) = h;
-                    out.extend(top_level(&h.body));
-                }
-                out.extend(top_level(&t.orelse));
-            }
-            s => out.push(s),
-        }
-    }
-    out
-}
-
-/// Module-level functions decorated with `@triton.jit`, `@triton.autotune(...)`,
-/// `@helion.kernel(...)` (or any decorator from a CUDA-only library).
-fn triton_kernels(body: &[Stmt], sem: &Semantic) -> HashMap<String, String> {
-    top_level(body)
-        .into_iter()
-        .filter_map(|s| match s {
-            Stmt::FunctionDef(f) => f.decorator_list.iter().find_map(|d| {
-                let e = match &d.expression {
-                    Expr::Call(c) => c.func.as_ref(),
-                    e => e,
-                };
-                let q = sem.qualified_name(e)?;
-                cuda_only_name(&q)?;
-                Some((
-                    f.name.to_string(),
-                    format!("the `@{q}` kernel `{}`", f.name),
-                ))
-            }),
-            _ => None,
-        })
-        .collect()
 }
 
 /// A value that is a condition (`x.is_cuda and ...`, `torch.cuda.is_available()`, `not ...`,

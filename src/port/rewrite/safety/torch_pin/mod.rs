@@ -56,6 +56,15 @@ const FLOORS: &[(&str, Version)] = &[
     // The device-generic stream and event (set W: `torch.cuda.Event` → `torch.Event` in a
     // project declaring torch>=2.0).
     ("torch.Event", (2, 4)),
+    // The device-generic out-of-memory exception (set AC: `except torch.cuda.OutOfMemoryError`
+    // in a project supporting torch 2.3, where the new name raised AttributeError in every
+    // handler).
+    ("torch.OutOfMemoryError", (2, 4)),
+    ("torch.amp.custom_fwd", (2, 4)),
+    ("torch.amp.custom_bwd", (2, 4)),
+    ("torch.get_device_module", (2, 4)),
+    ("torch.amp.GradScaler", (2, 3)),
+    ("torch.amp.grad_scaler.GradScaler", (2, 3)),
     ("torch.Stream", (2, 4)),
 ];
 

@@ -282,3 +282,16 @@ fn an_event_callee_keeps_the_cuda_event_below_torch_2_4() {
     let newer = port_beside("cost.py", src, Some(("requirements.txt", "torch==2.5.1\n")));
     assert!(!newer.contains("torch.cuda.Event"), "{newer}");
 }
+
+/// `torch.OutOfMemoryError` (torch 2.4) in a handler of a project supporting torch 2.3 (set AC:
+/// every `except` clause raised AttributeError there): the CUDA class stays beside it.
+#[test]
+fn the_generic_out_of_memory_error_keeps_cuda_s_below_torch_2_4() {
+    let src = "import torch\n\ntry:\n    step()\nexcept torch.cuda.OutOfMemoryError:\n    pass\n";
+    let out = port_beside("run.py", src, Some(("requirements.txt", "torch==2.3.1\n")));
+    assert!(out.contains("torch.OutOfMemoryError"), "{out}");
+    assert!(out.contains("else torch.cuda.OutOfMemoryError"), "{out}");
+    assert!(crate::port::parse::is_valid(&out), "{out}");
+    let newer = port_beside("run.py", src, Some(("requirements.txt", "torch==2.5.1\n")));
+    assert!(!newer.contains("torch.cuda.OutOfMemoryError"), "{newer}");
+}
