@@ -318,9 +318,33 @@ fn resolve(path: &Path, level: usize, segments: &[&str]) -> Option<PathBuf> {
             .ancestors()
             .take(12)
             .filter(|a| !tree::is_file(&a.join(first).join("__init__.py")))
-            .find_map(|a| module_file(a, segments)),
+            .find_map(|a| module_file(a, segments))
+            .or_else(|| sibling_package(dir, first, segments)),
         None => None,
     }
+}
+
+/// The file of module `segments` in a package beside one above the importing file, inside a
+/// folder that is a package too (`src/modelling/train.py` importing `core.constants` from
+/// `src/core/`, run with `PYTHONPATH=src`; set AD): a dotted name whose module file is there,
+/// not a package holding the importing file, and not a name the big libraries own.
+fn sibling_package(dir: &Path, first: &str, segments: &[&str]) -> Option<PathBuf> {
+    if matches!(
+        first,
+        "torch" | "numpy" | "tensorflow" | "jax" | "transformers"
+    ) {
+        return None;
+    }
+    let a = dir
+        .ancestors()
+        .skip(1)
+        .take(12)
+        .find(|a| tree::is_file(&a.join(first).join("__init__.py")))?;
+    let package = a.join(first);
+    if dir.starts_with(&package) {
+        return None;
+    }
+    module_file(a, segments).filter(|f| !is_init(f))
 }
 
 /// The file of module `segments` (first segment `first`) in a package of one of the project's

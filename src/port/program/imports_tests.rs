@@ -251,3 +251,44 @@ fn modules_loaded_at_run_time_are_followed() {
         "{fstring}"
     );
 }
+
+#[test]
+fn src_layouts_and_sibling_packages_are_found() {
+    let d = tempfile::tempdir().unwrap();
+    for f in [
+        "src/hyper/__init__.py",
+        "src/hyper/device.py",
+        "app/__init__.py",
+        "app/core/__init__.py",
+        "app/core/constants.py",
+        "app/modelling/__init__.py",
+        "app/modelling/train.py",
+        "app/torch/__init__.py",
+        "app/torch/nn.py",
+    ] {
+        let p = d.path().join(f);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, "").unwrap();
+    }
+    // A root script of a src layout (set AC).
+    let root = d.path().join("train.py");
+    tree::set_run_roots(&[d.path().to_path_buf()]);
+    assert_eq!(
+        files(project_imports(&root, "from hyper.device import pick\n")),
+        vec![
+            d.path().join("src/hyper/__init__.py"),
+            d.path().join("src/hyper/device.py")
+        ]
+    );
+    // A sibling package of a package run with its folder on PYTHONPATH (set AD); not a
+    // name a big library owns.
+    let script = d.path().join("app/modelling/train.py");
+    assert_eq!(
+        files(project_imports(
+            &script,
+            "from core.constants import DEVICE\nimport torch.nn\n"
+        )),
+        vec![d.path().join("app/core/constants.py")]
+    );
+    tree::set_run_roots(&[]);
+}

@@ -38,6 +38,10 @@ static TOP_CALL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^[A-Za-z_][
 static SYS_PATH_EDIT: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?m)^sys\.path\.(?:insert|append|extend)\(").unwrap());
 
+/// A Modal app's entry point: `@app.local_entrypoint()` at column 0.
+static LOCAL_ENTRY: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?m)^@[\w.]+\.local_entrypoint\b").unwrap());
+
 /// A loop at column 0.
 static TOP_LOOP: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^(?:for|while)\s").unwrap());
 
@@ -97,7 +101,8 @@ pub fn is_entry(path: &Path, text: &str) -> bool {
         return true;
     }
     let name = path.file_name().unwrap_or_default();
-    if name == "__main__.py" {
+    // A Modal app's entry point (`modal run train.py` calls it; set AD).
+    if name == "__main__.py" || text.contains("local_entrypoint") && LOCAL_ENTRY.is_match(text) {
         return true;
     }
     let loose = path
@@ -479,6 +484,14 @@ mod tests {
         // A package's module calling something at module level registers; it runs no program.
         assert!(!is_entry(&root.join("pkg/models.py"), call));
         assert!(is_entry(&root.join("pkg/__main__.py"), call));
+        // A package's script run with `python -m pkg.train` (set AC), a module that prints at
+        // column 0, and a Modal app's entry point (set AD) are programs.
+        assert!(is_entry(&root.join("pkg/train.py"), call));
+        assert!(is_entry(&root.join("pkg/eval_robustness.py"), call));
+        assert!(!is_entry(&root.join("pkg/trainer.py"), call));
+        assert!(is_entry(&root.join("pkg/models.py"), "x = f()\nprint(x)\n"));
+        let modal = "import modal\napp = modal.App(\"a\")\n\n@app.local_entrypoint()\ndef main():\n    pass\n";
+        assert!(is_entry(&root.join("pkg/models.py"), modal));
         // A script kept in a package folder puts the project on sys.path and runs code.
         let script = "import os, sys\nsys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))\n\nimport torch\nfor _ in range(3):\n    torch.randn(2)\n";
         assert!(is_entry(&root.join("pkg/benchmark.py"), script));

@@ -105,6 +105,18 @@ const PORTABLE_PACKAGES: &[&str] = &[
     "einops",
 ];
 
+/// The top-level modules of Python's standard library (`sys.stdlib_module_names` of Python
+/// 3.11, without the private ones), one per line, sorted: none hands a device to a TPU-unknown
+/// package (set AD: `from datetime import datetime` in a training function made its device
+/// choice unsafe, and the script trained on a TPU VM's CPU).
+const STDLIB: &str = include_str!("stdlib.txt");
+
+fn standard_library(module: &str) -> bool {
+    static NAMES: std::sync::LazyLock<Vec<&str>> =
+        std::sync::LazyLock::new(|| STDLIB.lines().collect());
+    NAMES.binary_search(&module).is_ok()
+}
+
 /// The innermost of `functions` around `range`.
 fn innermost(functions: &[TextRange], range: TextRange) -> Option<TextRange> {
     functions
@@ -229,6 +241,7 @@ impl<'a> SourceOrderVisitor<'a> for Compares<'a> {
         };
         if let Some(root) = root.and_then(|m| m.split('.').next())
             && !PORTABLE_PACKAGES.contains(&root)
+            && !standard_library(root)
             && let Some(f) = innermost(&self.functions, node.range())
         {
             self.optional.push((f, root));
@@ -369,6 +382,12 @@ pub(in crate::port::rewrite) fn keep_library_settings(
 #[cfg(test)]
 mod tests {
     use crate::port::rewrite::migrated as migrate;
+
+    #[test]
+    fn the_standard_library_is_no_optional_package() {
+        assert!(super::standard_library("datetime") && super::standard_library("argparse"));
+        assert!(!super::standard_library("sinq") && !super::standard_library("modal"));
+    }
 
     const LIBRARY: &str = "import os\nimport torch\nimport torch.distributed as dist\n\n\ndef enable_full_determinism():\n    os.environ[\"CUBLAS_WORKSPACE_CONFIG\"] = \":16:8\"\n    torch.use_deterministic_algorithms(True)\n\n\ndef barrier(backend):\n    if backend == \"nccl\":\n        dist.barrier(device_ids=[0])\n\n\ndef validate():\n    if not torch.cuda.is_available():\n        warn(\"slow without a GPU\")\n    return \"cuda:0\"\n\n\ndef replace(model, device=\"cuda:0\"):\n    from sinq.layers import SINQLinear\n\n    return SINQLinear(model, device=device)\n";
 
