@@ -15,6 +15,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use regex::Regex;
 
+use super::layout::{self, is_init, module_file};
 use super::tree;
 
 /// A top-level import: `from .x.y import a, b` (names to the end of the line, or of the
@@ -202,10 +203,6 @@ pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
     out
 }
 
-fn is_init(f: &Path) -> bool {
-    f.file_name().is_some_and(|n| n == "__init__.py")
-}
-
 /// A relative import in a package's `__init__.py`: `from .x import a, b as c` (or `(...)`).
 static RELATIVE_IMPORT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?m)^[ \t]*from[ \t]+(\.+)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)").unwrap()
@@ -310,7 +307,7 @@ fn resolve(path: &Path, level: usize, segments: &[&str]) -> Option<PathBuf> {
         // A package the project installs from a `src` folder (`pip install -e .` of a src
         // layout, a uv workspace member under `packages/<name>/src/`): set AC's `train.py`
         // importing `spectralquadnet` from `src/spectralquadnet/`.
-        None if let Some(file) = installed(dir, first, segments) => Some(file),
+        None if let Some(file) = layout::installed(dir, first, segments) => Some(file),
         // A namespace package (a folder without `__init__.py`) above the file, reached the way
         // `tools/train.py` reaches `lib/core/function.py` after `import _init_paths` puts the
         // project's root on sys.path: only a dotted name whose file is there.
@@ -319,49 +316,9 @@ fn resolve(path: &Path, level: usize, segments: &[&str]) -> Option<PathBuf> {
             .take(12)
             .filter(|a| !tree::is_file(&a.join(first).join("__init__.py")))
             .find_map(|a| module_file(a, segments))
-            .or_else(|| sibling_package(dir, first, segments)),
+            .or_else(|| layout::sibling_package(dir, first, segments)),
         None => None,
     }
-}
-
-/// The file of module `segments` in a package beside one above the importing file, inside a
-/// folder that is a package too (`src/modelling/train.py` importing `core.constants` from
-/// `src/core/`, run with `PYTHONPATH=src`; set AD): a dotted name whose module file is there,
-/// not a package holding the importing file, and not a name the big libraries own.
-fn sibling_package(dir: &Path, first: &str, segments: &[&str]) -> Option<PathBuf> {
-    if matches!(
-        first,
-        "torch" | "numpy" | "tensorflow" | "jax" | "transformers"
-    ) {
-        return None;
-    }
-    let a = dir
-        .ancestors()
-        .skip(1)
-        .take(12)
-        .find(|a| tree::is_file(&a.join(first).join("__init__.py")))?;
-    let package = a.join(first);
-    if dir.starts_with(&package) {
-        return None;
-    }
-    module_file(a, segments).filter(|f| !is_init(f))
-}
-
-/// The file of module `segments` (first segment `first`) in a package of one of the project's
-/// `src` folders ([`tree::src_roots`]).
-fn installed(dir: &Path, first: &str, segments: &[&str]) -> Option<PathBuf> {
-    tree::src_roots(dir)
-        .iter()
-        .filter(|r| tree::is_file(&r.join(first).join("__init__.py")))
-        .find_map(|r| module_file(r, segments))
-}
-
-/// The file of module `segments` under `dir`: `a/b.py` or `a/b/__init__.py`.
-fn module_file(dir: &Path, segments: &[&str]) -> Option<PathBuf> {
-    let base = segments.iter().fold(dir.to_path_buf(), |p, s| p.join(s));
-    [base.with_extension("py"), base.join("__init__.py")]
-        .into_iter()
-        .find(|f| tree::is_file(f))
 }
 
 /// One module of a program: its file, the range of the entry script's import statement that

@@ -14,6 +14,7 @@
 pub mod dynamic;
 pub mod extensions;
 pub mod imports;
+mod layout;
 pub mod networks;
 pub mod tree;
 
