@@ -466,16 +466,21 @@ pub fn modules_within(path: &Path, text: &str, hops: usize) -> Vec<Member> {
 /// functions).
 pub fn modules_anywhere_within(path: &Path, text: &str, hops: usize) -> Vec<Member> {
     let anywhere = |p: &Path| {
-        let text = std::fs::read_to_string(p).ok()?;
-        Some(Arc::new(
-            imports_at(p, &text, Depth::Anywhere)
-                .into_iter()
-                .map(|i| i.file)
-                .collect::<Vec<_>>(),
-        ))
+        tree::fact(&ANYWHERE, p, |text| {
+            Arc::new(
+                imports_at(p, text, Depth::Anywhere)
+                    .into_iter()
+                    .map(|i| i.file)
+                    .collect::<Vec<_>>(),
+            )
+        })
     };
     reachable(path, text, hops, Depth::Anywhere, &anywhere)
 }
+
+/// Module file → the project modules it imports at any indentation (kept: every entry script
+/// of a tree walks the same modules).
+static ANYWHERE: tree::Kept<Arc<Vec<PathBuf>>> = LazyLock::new(Default::default);
 
 /// The first project module of [`modules_within`] `hops` whose text satisfies `pred` (a file
 /// that cannot be read satisfies nothing).

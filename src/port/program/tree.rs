@@ -38,6 +38,9 @@ static TOP_CALL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^[A-Za-z_][
 static SYS_PATH_EDIT: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?m)^sys\.path\.(?:insert|append|extend)\(").unwrap());
 
+/// A `print(` call at column 0.
+static TOP_PRINT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^print\(").unwrap());
+
 /// A Modal app's entry point: `@app.local_entrypoint()` at column 0.
 static LOCAL_ENTRY: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?m)^@[\w.]+\.local_entrypoint\b").unwrap());
@@ -126,13 +129,14 @@ pub fn is_entry(path: &Path, text: &str) -> bool {
     let script_name = SCRIPT_NAMES
         .iter()
         .any(|n| stem == *n || stem.strip_prefix(n).is_some_and(|r| r.starts_with('_')));
-    let top_calls: Vec<&str> = calls.collect();
-    if top_calls.contains(&"print") || (script_name && !top_calls.is_empty()) {
+    if (text.contains("print(") && TOP_PRINT.is_match(text))
+        || (script_name && calls.next().is_some())
+    {
         return true;
     }
     text.contains("sys.path")
         && SYS_PATH_EDIT.is_match(text)
-        && (top_calls.iter().any(|w| !w.starts_with("sys.path.")) || TOP_LOOP.is_match(text))
+        && (calls.any(|w| !w.starts_with("sys.path.")) || TOP_LOOP.is_match(text))
 }
 
 /// Does this file exist (asked once per path and run: many files import the same modules)?

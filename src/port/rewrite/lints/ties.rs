@@ -69,6 +69,9 @@ static MOVE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\.(?:to|cuda)\(").u
 /// How many project modules away a tie may be (the script, the model file, its layers).
 const HOPS: usize = 2;
 
+/// Module file → whether it builds an optimizer before moving its module (kept per run).
+static TRAINERS: crate::port::program::tree::Kept<bool> = LazyLock::new(Default::default);
+
 /// How many project modules away a trainer may be (a package `__init__`, its registry, the
 /// trainer module).
 const TRAINER_HOPS: usize = 3;
@@ -263,13 +266,22 @@ impl Checker<'_> {
     /// (set AC: trainer classes whose `__init__` built Adam over `self.model.parameters()`, then
     /// called `self.model.to(self.device)`); the finding sits on the import that reaches it.
     fn optimizer_before_move_in_modules(&self) -> Vec<Found> {
-        let Some(path) = self.facts.path.as_deref() else {
+        // A script that trains through a project's trainer names it (`Trainer(...)`,
+        // `trainer.fit()`, `train(...)`); a CLI or conversion script is not walked.
+        let Some(path) = self.facts.path.as_deref().filter(|_| {
+            ["train", "Train", ".fit("]
+                .iter()
+                .any(|w| self.src.contains(w))
+        }) else {
             return vec![];
         };
         let Some(member) =
             crate::port::program::imports::modules_anywhere_within(path, self.src, TRAINER_HOPS)
                 .into_iter()
-                .find(|m| std::fs::read_to_string(&m.file).is_ok_and(|t| optimizer_then_move(&t)))
+                .find(|m| {
+                    crate::port::program::tree::fact(&TRAINERS, &m.file, optimizer_then_move)
+                        .unwrap_or(false)
+                })
         else {
             return vec![];
         };
