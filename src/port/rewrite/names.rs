@@ -90,6 +90,16 @@ impl<'a> Checker<'a> {
             return false;
         };
         rule.when.iter().all(|(param, allowed)| {
+            // `"!text"`: not where the call's source holds the text (a scaler whose `enabled`
+            // already tests for the TPU, as the portable GradScaler fixes write it).
+            let source = self.text(call.range());
+            if allowed
+                .iter()
+                .filter_map(|a| a.strip_prefix('!'))
+                .any(|x| source.contains(x))
+            {
+                return false;
+            }
             if !b.values.contains_key(param) {
                 return allowed.iter().any(|a| a == "<missing>");
             }

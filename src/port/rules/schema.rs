@@ -240,7 +240,8 @@ pub(super) struct MatchDef {
     /// of these string literals (`when = { device_type = ["cuda", "cuda:*"] }`; a trailing
     /// `*` matches any rest; `"<missing>"` matches an argument not given; `"<unknown>"`, in a rule
     /// without a fix, one whose value is not written in the call (a name, an attribute); other arguments by
-    /// their source text, e.g. `enabled = ["False"]`).
+    /// their source text, e.g. `enabled = ["False"]`; `"!text"` leaves out a call whose source
+    /// holds `text`).
     #[serde(default)]
     pub(super) when: BTreeMap<String, Vec<String>>,
 }
