@@ -17,6 +17,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::layout::is_init;
 use super::tree;
 
 /// At most this many modules of one folder or package are taken as loaded (a configs folder, a
@@ -93,7 +94,7 @@ fn by_name(text: &str, resolve: &dyn Fn(&[&str]) -> Option<PathBuf>, out: &mut V
         if package.starts_with('.') || segments.is_empty() {
             continue;
         }
-        let Some(init) = resolve(&segments).filter(|f| f.ends_with("__init__.py")) else {
+        let Some(init) = resolve(&segments).filter(|f| is_init(f)) else {
             continue;
         };
         let Some(folder) = init.parent() else {
@@ -184,7 +185,7 @@ fn push(out: &mut Vec<Load>, file: PathBuf, at: &Range<usize>, name: &str) {
 fn folder_modules(folder: &Path) -> Vec<PathBuf> {
     let files: Vec<PathBuf> = tree::listing(folder, false)
         .iter()
-        .filter(|f| f.file_name().is_some_and(|n| n != "__init__.py"))
+        .filter(|f| !is_init(f))
         .cloned()
         .collect();
     if files.len() > MAX_PER_FOLDER {
