@@ -72,7 +72,15 @@ fn snapshot_for(path: &Path) -> String {
 
 #[test]
 fn area_programs() {
-    insta::glob!("../data/areas", "*.py", |path| {
-        insta::assert_snapshot!(snapshot_for(path));
+    let snapshots = crate::each_file::Snapshots {
+        module: "areas",
+        test: "area_programs",
+        dir: "data/areas",
+        depth: 0,
+    };
+    snapshots.each(|path| {
+        let snap = snapshot_for(path);
+        snapshots.note(path, &snap);
+        insta::assert_snapshot!(snap);
     });
 }

@@ -17,6 +17,8 @@
 use std::path::Path;
 
 use tpuport::port::render;
+
+use crate::each_file::Snapshots;
 use tpuport::port::rules::Matcher;
 use tpuport::port::{RuleIndex, RuleSet, Settings, Target, edit, migrate_source, parse};
 
@@ -155,20 +157,36 @@ fn snapshot_module(
     snap
 }
 
+const LITERAL: Snapshots = Snapshots {
+    module: "fixtures",
+    test: "rule_fixtures",
+    dir: "fixtures",
+    depth: 1,
+};
+
+const PORTABLE: Snapshots = Snapshots {
+    test: "rule_fixtures_portable",
+    ..LITERAL
+};
+
 /// `--to tpu`: the literal port.
 #[test]
 fn rule_fixtures() {
-    insta::glob!("../fixtures", "*/*.py", |path| {
-        insta::assert_snapshot!(snapshot_for(path, Target::Tpu));
+    LITERAL.each(|path| {
+        let snap = snapshot_for(path, Target::Tpu);
+        LITERAL.note(path, &snap);
+        insta::assert_snapshot!(snap);
     });
 }
 
 /// The default, `--to portable`, for the rules whose fix differs there.
 #[test]
 fn rule_fixtures_portable() {
-    insta::glob!("../fixtures", "*/*.py", |path| {
+    PORTABLE.each(|path| {
         if portable_differs(path) {
-            insta::assert_snapshot!(snapshot_for(path, Target::Portable));
+            let snap = snapshot_for(path, Target::Portable);
+            PORTABLE.note(path, &snap);
+            insta::assert_snapshot!(snap);
         }
     });
 }

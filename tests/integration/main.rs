@@ -12,6 +12,7 @@ mod common;
 mod config;
 mod doc_snippets;
 mod docs;
+mod each_file;
 mod errors;
 mod examples;
 mod fixtures;

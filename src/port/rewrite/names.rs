@@ -7,6 +7,20 @@ use ruff_text_size::Ranged;
 use super::{Checker, Match};
 use crate::port::rules::Matcher;
 use crate::port::semantic::BindingKind;
+use crate::port::semantic::values::{self, Origin};
+
+/// A `match.when` exclusion (`"!<cuda test>"`): not where the argument is false on a TPU.
+const CUDA_TEST: &str = "<cuda test>";
+
+/// A test true only on some devices, none of them the TPU: an equality or membership test of a
+/// device against string literals (`device.type == "cuda"`, `device.type in ("cuda", "mps")`),
+/// or `torch.cuda.is_available()`, and-ed with anything, never or-ed or negated.
+static DEVICE_TEST: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(
+        r#"(==|\bin)\s*[(\[]?\s*["'](cuda|mps|xpu|npu|cpu)["']|["'](cuda|mps|xpu|npu|cpu)["']\s*(==|in\b)|cuda\.is_available\(\)"#,
+    )
+    .expect("valid regex")
+});
 
 impl<'a> Checker<'a> {
     pub(super) fn check_call(&mut self, call: &'a ast::ExprCall) {
@@ -96,9 +110,31 @@ impl<'a> Checker<'a> {
             if allowed
                 .iter()
                 .filter_map(|a| a.strip_prefix('!'))
+                .filter(|x| *x != CUDA_TEST)
                 .any(|x| source.contains(x))
             {
                 return false;
+            }
+            // `"!<cuda test>"`: not where the argument (or the value of the name it is) is true
+            // only on CUDA (`enabled=use_amp`, `use_amp = device.type == "cuda"`).
+            let arg_of = |param: &str| {
+                let (at, _) = b.sources.get(param)?;
+                call.arguments.iter_source_order().find_map(|a| match a {
+                    ast::ArgOrKeyword::Arg(e) if e.range() == *at => Some(e),
+                    ast::ArgOrKeyword::Keyword(k) if k.value.range() == *at => Some(&k.value),
+                    _ => None,
+                })
+            };
+            if allowed
+                .iter()
+                .any(|a| a.strip_prefix('!') == Some(CUDA_TEST))
+                && arg_of(param).is_some_and(|e| self.true_only_on_cuda(e))
+            {
+                return false;
+            }
+            // A list of exclusions only: any other value, or none.
+            if allowed.iter().all(|a| a.starts_with('!')) {
+                return true;
             }
             if !b.values.contains_key(param) {
                 return allowed.iter().any(|a| a == "<missing>");
@@ -122,17 +158,7 @@ impl<'a> Checker<'a> {
             // and `<unknown>` for a value not written here (`accelerator=args.accelerator`); a
             // fix would rewrite the other branches too.
             let reported = rule.literal.fix == crate::port::rules::FixClass::Manual;
-            let arg = b
-                .sources
-                .get(param)
-                .filter(|_| reported)
-                .and_then(|(at, _)| {
-                    call.arguments.iter_source_order().find_map(|a| match a {
-                        ast::ArgOrKeyword::Arg(e) if e.range() == *at => Some(e),
-                        ast::ArgOrKeyword::Keyword(k) if k.value.range() == *at => Some(&k.value),
-                        _ => None,
-                    })
-                });
+            let arg = arg_of(param).filter(|_| reported);
             let branches = arg.map_or(vec![], branch_strings);
             if arg.is_some_and(|e| !written(e)) && allowed.iter().any(|a| a == "<unknown>") {
                 return true;
@@ -311,6 +337,26 @@ impl<'a> Checker<'a> {
                 self.fallbacks.push(d);
             }
         }
+    }
+}
+
+impl Checker<'_> {
+    /// Is `e` false on a TPU ([`DEVICE_TEST`]), written here or as the value a name was given?
+    fn true_only_on_cuda(&self, e: &Expr) -> bool {
+        let mut e = e;
+        for _ in 0..3 {
+            let Expr::Name(n) = e else { break };
+            match values::origin(self.sem, &self.parsed.module, n) {
+                Origin::Value(v) => e = v,
+                _ => return false,
+            }
+        }
+        let text = self.text(e.range());
+        !text.to_ascii_lowercase().contains("tpu")
+            && !text.contains(" or ")
+            && !text.contains("not ")
+            && !text.contains("!=")
+            && DEVICE_TEST.is_match(text)
     }
 }
 

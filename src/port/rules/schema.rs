@@ -241,7 +241,9 @@ pub(super) struct MatchDef {
     /// `*` matches any rest; `"<missing>"` matches an argument not given; `"<unknown>"`, in a rule
     /// without a fix, one whose value is not written in the call (a name, an attribute); other arguments by
     /// their source text, e.g. `enabled = ["False"]`; `"!text"` leaves out a call whose source
-    /// holds `text`).
+    /// holds `text`, `"!<cuda test>"` one whose argument is false on a TPU (`device.type ==
+    /// "cuda"`, written there or as the value of the name given); a list of exclusions only
+    /// takes any other value, or none).
     #[serde(default)]
     pub(super) when: BTreeMap<String, Vec<String>>,
 }
