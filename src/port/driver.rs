@@ -103,6 +103,7 @@ pub fn run_to(
     let start = Instant::now();
     let index = RuleIndex::new(rules);
     // What was learnt about the tree's programs in an earlier run (`--watch`) may be stale.
+    super::texts::forget();
     super::program::forget();
     super::rewrite::forget();
     super::program::tree::set_run_roots(&opts.paths);

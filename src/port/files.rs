@@ -285,6 +285,20 @@ pub fn read_source(path: &Path, max_bytes: u64) -> Result<Source, FileIssue> {
             ),
         ));
     }
+    // The text the program model read already (`texts`), where the file is unchanged.
+    let now = meta.modified().ok().map(|t| (t, meta.len()));
+    if let Some(text) = super::texts::kept(path, now) {
+        // Valid UTF-8 already: only a NUL byte and a BOM are left to ask about.
+        if memchr::memchr(0, text.as_bytes()).is_none() {
+            let (bom, body) = match text.strip_prefix('\u{feff}') {
+                Some(rest) => (true, rest),
+                None => (false, &*text),
+            };
+            let text = body.to_string();
+            return Ok(Source { text, bom });
+        }
+        return decode_source(path, text.as_bytes().to_vec());
+    }
     let bytes = fs::read(path).map_err(|e| issue(path, describe_io(&e, "cannot read")))?;
     decode_source(path, bytes)
 }

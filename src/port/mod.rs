@@ -60,6 +60,7 @@ pub mod template;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub mod testrules;
+pub mod texts;
 
 use std::collections::BTreeMap;
 

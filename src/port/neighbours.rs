@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 
 use regex::Regex;
+
+use crate::port::texts;
 use ruff_python_ast::visitor::source_order::{self, SourceOrderVisitor, TraversalSignal};
 use ruff_python_ast::{AnyNodeRef, Stmt, StmtImportFrom};
 
@@ -105,7 +107,7 @@ static INDUCTOR_AT_TOP: LazyLock<Regex> = LazyLock::new(|| {
 fn triton_file(path: &Path, optional: bool) -> bool {
     let table = if optional { &SEEN_OPTIONAL } else { &SEEN };
     memo(table, path, |p| {
-        std::fs::read_to_string(p).is_ok_and(|t| imports_triton_at_top(&t, optional))
+        texts::text(p).is_some_and(|t| imports_triton_at_top(&t, optional))
     })
 }
 
@@ -241,7 +243,7 @@ fn init_sources(init: &Path, list: &str) -> Vec<PathBuf> {
         .collect();
     let known = REEXPORTS.lock().ok().and_then(|r| r.get(init).cloned());
     let sources = known.unwrap_or_else(|| {
-        let found: std::sync::Arc<Vec<(String, PathBuf)>> = std::fs::read_to_string(init)
+        let found: std::sync::Arc<Vec<(String, PathBuf)>> = texts::text(init)
             .map(|text| {
                 module_imports(&text)
                     .into_iter()
@@ -275,7 +277,7 @@ static KERNELS: Memo = LazyLock::new(Default::default);
 
 fn kernel_file(path: &Path) -> bool {
     memo(&KERNELS, path, |p| {
-        std::fs::read_to_string(p).is_ok_and(|t| {
+        texts::text(p).is_some_and(|t| {
             KERNELS_AT_TOP.is_match(&t)
                 || INDUCTOR_AT_TOP.find_iter(&t).any(|m| {
                     let line = m.as_str();
@@ -346,9 +348,7 @@ fn triton_bound(path: &Path, hops: usize, optional: bool) -> bool {
     if let Some(known) = BOUND.lock().ok().and_then(|b| b.get(&key).cloned()) {
         return known.is_some();
     }
-    let found = std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| triton_import_in(path, &t, hops, optional));
+    let found = texts::text(path).and_then(|t| triton_import_in(path, &t, hops, optional));
     if let Ok(mut b) = BOUND.lock() {
         b.insert(key, found.clone());
     }
@@ -371,7 +371,7 @@ fn kernel_bound(path: &Path, hops: usize) -> bool {
         return false;
     }
     memo(&KERNEL_BOUND, path, |p| {
-        let Ok(text) = std::fs::read_to_string(p) else {
+        let Some(text) = texts::text(p) else {
             return false;
         };
         FROM_AT_TOP.captures_iter(&text).any(|m| {
@@ -448,7 +448,7 @@ pub fn imported_cuda_flag(path: &Path, i: &StmtImportFrom, name: &str) -> bool {
     if let Some(known) = FLAGS.lock().ok().and_then(|f| f.get(&key).copied()) {
         return known;
     }
-    let found = std::fs::read_to_string(&key.0).is_ok_and(|text| {
+    let found = texts::text(&key.0).is_some_and(|text| {
         let assign = Regex::new(&format!(r"(?m)^{}\s*(:[^=\n]*)?=[^=]", regex::escape(name)));
         let Some(at) = assign.ok().and_then(|re| re.find(&text)) else {
             return false;

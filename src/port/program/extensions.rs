@@ -45,7 +45,7 @@ pub fn built_for(path: &Path) -> Arc<Vec<Extension>> {
         if f.file_name().is_none_or(|n| n != "setup.py") {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(f) else {
+        let Some(text) = crate::port::texts::text(f) else {
             continue;
         };
         for m in CUDA_EXTENSION.captures_iter(&text) {

@@ -493,7 +493,7 @@ pub fn module_within_that(
     modules_within(path, text, hops)
         .into_iter()
         .map(|m| m.file)
-        .find(|f| std::fs::read_to_string(f).is_ok_and(|t| pred(&t)))
+        .find(|f| crate::port::texts::text(f).is_some_and(|t| pred(&t)))
 }
 
 /// Module file → the project modules it imports at top level.
@@ -553,7 +553,7 @@ fn importers(root: &Path, nested: bool) -> Importers {
         if !tree::entry_on_disk(f) {
             return vec![];
         }
-        std::fs::read_to_string(f).map_or(vec![], |text| modules_of(f, &text))
+        crate::port::texts::text(f).map_or(vec![], |text| modules_of(f, &text))
     });
     for (f, modules) in listing.iter().zip(programs) {
         for m in modules {

@@ -116,10 +116,11 @@ pub(super) fn forget() {
 /// [`package_nets`]), and it builds one. The prefilter asks it before parsing, so that the other
 /// modules of a model library are not parsed for PERF001.
 pub fn reports_for_package(path: &Path, text: &str) -> bool {
-    !tree::is_test(path)
+    // Its own text first: most modules build no network, and then the package is not read.
+    matches!(convs_of(text), Convs::Net(_))
+        && !tree::is_test(path)
         && imports::entry_importing(path).is_none()
         && first_net(path).is_none_or(|f| f.as_path() >= path)
-        && matches!(convs_of(text), Convs::Net(_))
 }
 
 /// [`convs_of`] the file at `path`.

@@ -19,9 +19,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
-use std::time::SystemTime;
 
 use regex::Regex;
+
+use crate::port::texts::{Stamp, stamp};
 
 /// An `if __name__ == "__main__":` block at column 0 (either way round).
 static MAIN_GUARD: LazyLock<Regex> = LazyLock::new(|| {
@@ -144,14 +145,6 @@ pub fn is_file(path: &Path) -> bool {
     crate::port::neighbours::is_file(path)
 }
 
-/// A file's modification time and length: a fact kept about it is stale when these change.
-type Stamp = Option<(SystemTime, u64)>;
-
-fn stamp(path: &Path) -> Stamp {
-    let m = std::fs::metadata(path).ok()?;
-    Some((m.modified().ok()?, m.len()))
-}
-
 /// Facts kept about files, by path, with the stamp they were read at.
 pub type Kept<T> = LazyLock<Mutex<HashMap<PathBuf, (Stamp, T)>>>;
 
@@ -164,7 +157,7 @@ pub fn fact<T: Clone>(kept: &Kept<T>, path: &Path, learn: impl FnOnce(&str) -> T
     {
         return Some(known);
     }
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = crate::port::texts::text_at(path, now)?;
     let found = learn(&text);
     if let Ok(mut k) = kept.lock() {
         k.insert(path.to_path_buf(), (now, found.clone()));
