@@ -286,8 +286,7 @@ pub fn read_source(path: &Path, max_bytes: u64) -> Result<Source, FileIssue> {
         ));
     }
     // The text the program model read already (`texts`), where the file is unchanged.
-    let now = meta.modified().ok().map(|t| (t, meta.len()));
-    if let Some(text) = super::texts::kept(path, now) {
+    if let Some(text) = super::texts::kept(path, super::texts::stamp_of(&meta)) {
         // Valid UTF-8 already: only a NUL byte and a BOM are left to ask about.
         if memchr::memchr(0, text.as_bytes()).is_none() {
             let (bom, body) = match text.strip_prefix('\u{feff}') {

@@ -17,7 +17,11 @@ use std::time::SystemTime;
 pub type Stamp = Option<(SystemTime, u64)>;
 
 pub fn stamp(path: &Path) -> Stamp {
-    let m = std::fs::metadata(path).ok()?;
+    stamp_of(&std::fs::metadata(path).ok()?)
+}
+
+/// [`stamp`] from metadata already asked for.
+pub fn stamp_of(m: &std::fs::Metadata) -> Stamp {
     Some((m.modified().ok()?, m.len()))
 }
 
@@ -39,8 +43,11 @@ pub fn text_at(path: &Path, now: Stamp) -> Option<Arc<str>> {
     }
     let text: Arc<str> = std::fs::read_to_string(path).ok()?.into();
     if KEPT_BYTES.fetch_add(text.len(), Ordering::Relaxed) + text.len() <= BUDGET {
-        if let Ok(mut t) = TEXTS.lock() {
-            t.insert(path.to_path_buf(), (now, text.clone()));
+        if let Ok(mut t) = TEXTS.lock()
+            && let Some((_, old)) = t.insert(path.to_path_buf(), (now, text.clone()))
+        {
+            // A changed file's old text is no longer kept.
+            KEPT_BYTES.fetch_sub(old.len(), Ordering::Relaxed);
         }
     } else {
         KEPT_BYTES.fetch_sub(text.len(), Ordering::Relaxed);

@@ -128,7 +128,7 @@ impl<'a> Checker<'a> {
             if allowed
                 .iter()
                 .any(|a| a.strip_prefix('!') == Some(CUDA_TEST))
-                && arg_of(param).is_some_and(|e| self.true_only_on_cuda(e))
+                && arg_of(param).is_some_and(|e| self.false_on_tpu(e))
             {
                 return false;
             }
@@ -342,7 +342,7 @@ impl<'a> Checker<'a> {
 
 impl Checker<'_> {
     /// Is `e` false on a TPU ([`DEVICE_TEST`]), written here or as the value a name was given?
-    fn true_only_on_cuda(&self, e: &Expr) -> bool {
+    fn false_on_tpu(&self, e: &Expr) -> bool {
         let mut e = e;
         for _ in 0..3 {
             let Expr::Name(n) = e else { break };
