@@ -69,7 +69,7 @@ fn statements(text: &str, depth: Depth) -> Vec<(usize, regex::Captures<'_>)> {
 }
 
 /// Which import statements are read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Depth {
     /// Column 0 only: what importing the module runs.
     TopLevel,
@@ -97,9 +97,31 @@ pub fn project_imports(path: &Path, text: &str) -> Vec<Import> {
     imports_at(path, text, Depth::TopLevel)
 }
 
+/// (File, depth, length and hash of the text read) → its imports, for the texts already read
+/// this run: PRG001's judgement, the program lints and the library checks ask again for the
+/// same modules (1,200 asks for 670 texts on transformers). Forgotten at a run's start, where
+/// the files on disk that resolve an import may have changed.
+type Read = LazyLock<Mutex<rustc_hash::FxHashMap<(PathBuf, Depth, usize, u64), Arc<Vec<Import>>>>>;
+static READ: Read = LazyLock::new(Default::default);
+
 /// [`project_imports`], reading the statements `depth` says.
 pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
-    let roots = path_folders(path, text);
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    let hash = BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(text);
+    let key = (path.to_path_buf(), depth, text.len(), hash);
+    if let Some(known) = READ.lock().ok().and_then(|r| r.get(&key).cloned()) {
+        return known.to_vec();
+    }
+    let found = read_imports(path, text, depth);
+    if let Ok(mut r) = READ.lock() {
+        r.insert(key, Arc::new(found.clone()));
+    }
+    found
+}
+
+/// [`imports_at`], read from the text.
+fn read_imports(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
+    let roots = layout::path_folders(path, text);
     let resolve = |path: &Path, level: usize, segments: &[&str]| {
         resolve(path, level, segments).or_else(|| {
             (level == 0)
@@ -122,10 +144,13 @@ pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
             .collect()
     };
     let mut out: Vec<Import> = vec![];
+    // Compared as bytes: a `Path`'s `==` walks both paths component by component (a package's
+    // `__init__.py` may import hundreds of modules). The paths all come from `resolve`, so the
+    // same file is always spelled the same way.
+    let mut seen: HashSet<std::ffi::OsString> = HashSet::from([path.as_os_str().to_owned()]);
     let mut add = |file: Option<PathBuf>, at: &Range<usize>, name: String| {
         if let Some(file) = file
-            && file != path
-            && !out.iter().any(|i| i.file == file)
+            && seen.insert(file.as_os_str().to_owned())
         {
             out.push(Import {
                 file,
@@ -241,49 +266,6 @@ fn reexports(init: &Path) -> Arc<HashMap<String, PathBuf>> {
         Arc::new(out)
     })
     .unwrap_or_default()
-}
-
-/// A string literal naming a folder (`"src"`, `'lib'`, `".."`).
-static FOLDER_LITERAL: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r#"["']([\w.\-]+(?:/[\w.\-]+)*)["']"#).unwrap());
-
-/// The folders a file that edits `sys.path` may put there, for its absolute imports: each
-/// string literal of the file that names a folder beside it (`sys.path.insert(0,
-/// str(Path(__file__).parent / "src"))`, `os.path.join(os.path.dirname(__file__), "lib")`,
-/// `".."`), tried after the usual places. None for a file that does not mention `sys.path`.
-fn path_folders(path: &Path, text: &str) -> Vec<PathBuf> {
-    if !text.contains("sys.path") {
-        return vec![];
-    }
-    let Some(dir) = path.parent() else {
-        return vec![];
-    };
-    let mut out: Vec<PathBuf> = vec![];
-    for m in FOLDER_LITERAL.captures_iter(text) {
-        let name = &m[1];
-        if name == "." || name.ends_with(".py") {
-            continue;
-        }
-        // `..` taken lexically, so that the module found is the same path as when reached
-        // from its own folder.
-        let mut folder = dir.to_path_buf();
-        for part in name.split('/') {
-            match part {
-                ".." => {
-                    folder.pop();
-                }
-                "." | "" => {}
-                p => folder.push(p),
-            }
-        }
-        if !out.contains(&folder) && folder.is_dir() {
-            out.push(folder);
-        }
-        if out.len() >= 8 {
-            break;
-        }
-    }
-    out
 }
 
 /// The file of module `segments` (`level` leading dots) imported by the file at `path`: beside
@@ -567,6 +549,9 @@ fn importers(root: &Path, nested: bool) -> Importers {
 pub(super) fn forget() {
     if let Ok(mut t) = TREES.lock() {
         t.clear();
+    }
+    if let Ok(mut r) = READ.lock() {
+        r.clear();
     }
 }
 

@@ -1,10 +1,14 @@
 //! Where an absolute import finds a project package that is not above the importing file: a
 //! `src` folder of the project (a src layout installed with `pip install -e .`, a workspace
 //! member under `packages/<name>/src/`), or a package beside one above the file inside a folder
-//! that is a package too (run with that folder on `PYTHONPATH`). The import follower
+//! that is a package too (run with that folder on `PYTHONPATH`), or a folder that a file editing
+//! `sys.path` names ([`path_folders`]). The import follower
 //! ([`super::imports`]) asks here after the usual places.
 
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+use regex::Regex;
 
 use super::tree;
 
@@ -51,4 +55,47 @@ pub(super) fn module_file(dir: &Path, segments: &[&str]) -> Option<PathBuf> {
 /// Is this a package's `__init__.py`?
 pub(super) fn is_init(f: &Path) -> bool {
     f.file_name().is_some_and(|n| n == "__init__.py")
+}
+
+/// A string literal naming a folder (`"src"`, `'lib'`, `".."`).
+static FOLDER_LITERAL: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r#"["']([\w.\-]+(?:/[\w.\-]+)*)["']"#).unwrap());
+
+/// The folders a file that edits `sys.path` may put there, for its absolute imports: each
+/// string literal of the file that names a folder beside it (`sys.path.insert(0,
+/// str(Path(__file__).parent / "src"))`, `os.path.join(os.path.dirname(__file__), "lib")`,
+/// `".."`), tried after the usual places. None for a file that does not mention `sys.path`.
+pub(super) fn path_folders(path: &Path, text: &str) -> Vec<PathBuf> {
+    if !text.contains("sys.path") {
+        return vec![];
+    }
+    let Some(dir) = path.parent() else {
+        return vec![];
+    };
+    let mut out: Vec<PathBuf> = vec![];
+    for m in FOLDER_LITERAL.captures_iter(text) {
+        let name = &m[1];
+        if name == "." || name.ends_with(".py") {
+            continue;
+        }
+        // `..` taken lexically, so that the module found is the same path as when reached
+        // from its own folder.
+        let mut folder = dir.to_path_buf();
+        for part in name.split('/') {
+            match part {
+                ".." => {
+                    folder.pop();
+                }
+                "." | "" => {}
+                p => folder.push(p),
+            }
+        }
+        if !out.contains(&folder) && folder.is_dir() {
+            out.push(folder);
+        }
+        if out.len() >= 8 {
+            break;
+        }
+    }
+    out
 }
