@@ -30,12 +30,15 @@ pub struct Semantic {
     pub bindings: Vec<Binding>,
     /// Every name that is read, with the binding it resolves to (if any).
     pub loads: Vec<(TextRange, Option<usize>)>,
+    /// [`Self::scope_at`]'s answer from each position on, up to the next ([`innermost`]).
+    innermost: Vec<(TextSize, ScopeId)>,
 }
 
 impl Semantic {
     pub fn build(module: &ast::ModModule) -> Semantic {
         let (scopes, bindings, loads_raw) = collect::collect(module);
         let mut sem = Semantic {
+            innermost: innermost(&scopes),
             scopes,
             bindings,
             loads: Vec::with_capacity(loads_raw.len()),
@@ -49,14 +52,10 @@ impl Semantic {
 
     /// The innermost scope whose span contains `pos`.
     pub fn scope_at(&self, pos: TextSize) -> ScopeId {
-        let mut best = MODULE_SCOPE;
-        // Scopes are created in source order and nest, so the last containing one is innermost.
-        for (id, s) in self.scopes.iter().enumerate().skip(1) {
-            if s.span.start() <= pos && pos < s.span.end().max(s.span.start() + TextSize::from(1)) {
-                best = id;
-            }
+        match self.innermost.partition_point(|(at, _)| *at <= pos) {
+            0 => MODULE_SCOPE,
+            n => self.innermost[n - 1].1,
         }
-        best
     }
 
     /// The binding `name` refers to when read at `pos`.
@@ -211,6 +210,46 @@ impl Semantic {
     }
 }
 
+/// Where [`Semantic::scope_at`]'s answer changes, and to what: the last-made scope whose span
+/// holds the position (scopes are made in source order and nest, so that is the innermost; an
+/// empty span holds its start), or the module. Asked for every name read, so found by a binary
+/// search here, made once by a sweep over the spans' ends (a module of a large library holds
+/// thousands of scopes).
+fn innermost(scopes: &[Scope]) -> Vec<(TextSize, ScopeId)> {
+    let span = |s: &Scope| {
+        (
+            s.span.start(),
+            s.span.end().max(s.span.start() + TextSize::from(1)),
+        )
+    };
+    let mut points: Vec<TextSize> = scopes
+        .iter()
+        .skip(1)
+        .flat_map(|s| [span(s).0, span(s).1])
+        .collect();
+    points.sort_unstable();
+    points.dedup();
+    let mut starts: Vec<ScopeId> = (1..scopes.len()).collect();
+    starts.sort_by_key(|id| span(&scopes[*id]).0);
+    let mut next = starts.iter().peekable();
+    let mut open = std::collections::BinaryHeap::new();
+    let mut out: Vec<(TextSize, ScopeId)> = Vec::with_capacity(points.len());
+    for at in points {
+        while let Some(id) = next.next_if(|id| span(&scopes[**id]).0 == at) {
+            open.push(*id);
+        }
+        // Scopes whose span has ended by here leave (each once, when it is the newest open).
+        while open.peek().is_some_and(|id| span(&scopes[*id]).1 <= at) {
+            open.pop();
+        }
+        let id = open.peek().copied().unwrap_or(MODULE_SCOPE);
+        if out.last().is_none_or(|(_, last)| *last != id) {
+            out.push((at, id));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use ruff_python_ast::visitor::{self, Visitor};
@@ -245,6 +284,31 @@ mod tests {
 
     fn q(s: &str) -> Option<String> {
         Some(s.to_string())
+    }
+
+    /// The innermost scope at each position is the last-made scope holding it, as a scan of
+    /// every scope finds it: nested functions, a class, lambdas in defaults (made before the
+    /// function's own scope), comprehensions, and positions past the last scope.
+    #[test]
+    fn scope_at_is_the_last_made_scope_holding_the_position() {
+        let src = "import torch\n\ndef f(a=lambda x: x + 1, b=[i for i in range(3)]):\n    \
+                   def g():\n        return [y for y in {k: v for k, v in a}]\n    \
+                   return g\n\nclass C:\n    h = lambda self: (z for z in self)\n\n    \
+                   def m(self):\n        pass\n\nx = [w for w in range(2)]\n";
+        let parsed = parse(src);
+        let sem = Semantic::build(&parsed.module);
+        assert!(sem.scopes.len() > 8, "{}", sem.scopes.len());
+        for pos in 0..=src.len() as u32 {
+            let pos = TextSize::from(pos);
+            let scan = (1..sem.scopes.len())
+                .filter(|id| {
+                    let s = sem.scopes[*id].span;
+                    s.start() <= pos && pos < s.end().max(s.start() + TextSize::from(1))
+                })
+                .last()
+                .unwrap_or(MODULE_SCOPE);
+            assert_eq!(sem.scope_at(pos), scan, "at {pos:?}");
+        }
     }
 
     #[test]
