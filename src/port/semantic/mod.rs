@@ -301,11 +301,10 @@ mod tests {
         for pos in 0..=src.len() as u32 {
             let pos = TextSize::from(pos);
             let scan = (1..sem.scopes.len())
-                .filter(|id| {
+                .rfind(|id| {
                     let s = sem.scopes[*id].span;
                     s.start() <= pos && pos < s.end().max(s.start() + TextSize::from(1))
                 })
-                .last()
                 .unwrap_or(MODULE_SCOPE);
             assert_eq!(sem.scope_at(pos), scan, "at {pos:?}");
         }
