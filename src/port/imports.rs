@@ -96,7 +96,7 @@ fn import_keys(sem: &Semantic) -> Vec<Option<ImportKey>> {
                     .entry((b.scope, b.name.as_str(), qualified.as_str()))
                     .or_default();
                 *n += 1;
-                Some((b.scope, b.name.clone(), qualified.clone(), *n))
+                Some((b.scope, b.name.to_string(), qualified.clone(), *n))
             }
             _ => None,
         })

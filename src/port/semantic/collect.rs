@@ -3,6 +3,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
+use ruff_python_ast::name::Name;
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{self as ast, Expr, ExprContext, Stmt};
 use ruff_text_size::{Ranged, TextRange};
@@ -10,7 +11,7 @@ use ruff_text_size::{Ranged, TextRange};
 use super::scope::{Binding, BindingKind, MODULE_SCOPE, Scope, ScopeId, ScopeKind};
 
 /// Every read: its range, the name, and the scope it happens in (resolved afterwards).
-pub type Load = (TextRange, String, ScopeId);
+pub type Load = (TextRange, Name, ScopeId);
 
 /// Scopes, bindings and reads of a module.
 pub fn collect(module: &ast::ModModule) -> (Vec<Scope>, Vec<Binding>, Vec<Load>) {
@@ -54,18 +55,15 @@ impl Collector {
             BindingKind::Import { .. } => self.stmt,
             _ => None,
         };
+        let name = Name::new(name);
         self.bindings.push(Binding {
-            name: name.to_string(),
+            name: name.clone(),
             kind,
             range,
             stmt,
             scope,
         });
-        self.scopes[scope]
-            .names
-            .entry(name.to_string())
-            .or_default()
-            .push(idx);
+        self.scopes[scope].names.entry(name).or_default().push(idx);
     }
 
     fn push_scope(&mut self, kind: ScopeKind, span: TextRange) -> ScopeId {
@@ -259,7 +257,7 @@ impl<'a> Visitor<'a> for Collector {
         match expr {
             Expr::Name(n) => match n.ctx {
                 ExprContext::Load => {
-                    self.loads.push((n.range, n.id.to_string(), self.current));
+                    self.loads.push((n.range, n.id.clone(), self.current));
                 }
                 ExprContext::Store | ExprContext::Del => {
                     let kind = if self.weak_assign {

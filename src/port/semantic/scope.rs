@@ -3,6 +3,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
+use ruff_python_ast::name::Name;
 use ruff_text_size::TextRange;
 
 pub type ScopeId = usize;
@@ -28,7 +29,7 @@ pub enum BindingKind {
 
 #[derive(Debug, Clone)]
 pub struct Binding {
-    pub name: String,
+    pub name: Name,
     pub kind: BindingKind,
     /// Where the binding takes effect (for imports: the alias).
     pub range: TextRange,
@@ -43,7 +44,7 @@ pub struct Scope {
     pub parent: Option<ScopeId>,
     /// The source span whose names resolve in this scope first.
     pub span: TextRange,
-    pub(super) names: HashMap<String, Vec<usize>>,
+    pub(super) names: HashMap<Name, Vec<usize>>,
     pub(super) globals: Vec<String>,
     pub(super) nonlocals: Vec<String>,
 }
