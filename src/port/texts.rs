@@ -68,6 +68,15 @@ pub fn kept(path: &Path, now: Stamp) -> Option<Arc<str>> {
     (*at == now).then(|| text.clone())
 }
 
+/// A text's length and a 64-bit hash of it: the key of an answer kept for a text, whichever
+/// file or form it was read from (a module as read, then from disk by another module's
+/// question; a ported text gets another).
+pub fn fingerprint(text: &str) -> (usize, u64) {
+    use std::hash::BuildHasher;
+    let hash = std::hash::BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(text);
+    (text.len(), hash)
+}
+
 /// Forget the texts (the start of a run).
 pub fn forget() {
     if let Ok(mut t) = TEXTS.lock() {

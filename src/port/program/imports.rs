@@ -106,9 +106,8 @@ static READ: Read = LazyLock::new(Default::default);
 
 /// [`project_imports`], reading the statements `depth` says.
 pub fn imports_at(path: &Path, text: &str, depth: Depth) -> Vec<Import> {
-    use std::hash::{BuildHasher, BuildHasherDefault};
-    let hash = BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(text);
-    let key = (path.to_path_buf(), depth, text.len(), hash);
+    let (length, hash) = crate::port::texts::fingerprint(text);
+    let key = (path.to_path_buf(), depth, length, hash);
     if let Some(known) = READ.lock().ok().and_then(|r| r.get(&key).cloned()) {
         return known.to_vec();
     }
