@@ -310,7 +310,7 @@ impl Checker<'_> {
             .or_else(|| imports::project_entry_importing(path))
             .is_some_and(|entry| {
                 tree::cuda_on_disk(&entry)
-                    || std::fs::read_to_string(&entry).is_ok_and(|t| {
+                    || crate::port::texts::text(&entry).is_some_and(|t| {
                         imports::modules_of(&entry, &t)
                             .iter()
                             .any(|m| tree::cuda_on_disk(&m.file))

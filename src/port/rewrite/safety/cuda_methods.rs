@@ -97,7 +97,7 @@ fn imported_cuda_classes(path: &Path) -> Arc<Vec<CudaClass>> {
         let found = imports::modules_within(path, text, 2)
             .into_iter()
             .filter_map(|m| {
-                let t = std::fs::read_to_string(&m.file).ok()?;
+                let t = crate::port::texts::text(&m.file)?;
                 Some(cuda_classes(&t, &m.file))
             })
             .flatten()

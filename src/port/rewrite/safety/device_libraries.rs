@@ -161,7 +161,7 @@ fn facts_around(path: Option<&Path>, src: &str, hops: usize) -> Facts {
         let found = match known {
             Some(f) => f,
             None => {
-                let f = std::fs::read_to_string(&file)
+                let f = crate::port::texts::text(&file)
                     .map(|t| facts_around(Some(&file), &t, hops - 1))
                     .unwrap_or_default();
                 if let Ok(mut s) = SEEN.lock() {
@@ -206,7 +206,7 @@ pub(in crate::port::rewrite) fn keep_library_devices(
     let switch = |id: &str| matches!(id, "DEV018" | "DEV020");
     if diags.iter().any(|d| switch(&rules.rules[d.rule].id))
         && let Some(entry) = path.and_then(crate::port::program::imports::entry_importing)
-        && let Ok(text) = std::fs::read_to_string(&entry)
+        && let Some(text) = crate::port::texts::text(&entry)
     {
         let importer = facts_around(Some(&entry), &text, HOPS);
         facts.old_weight_norm |= importer.old_weight_norm;

@@ -169,7 +169,7 @@ fn needs_torch_already(module: &ast::ModModule, path: Option<&std::path::Path>, 
             crate::port::program::imports::project_imports(p, src)
                 .iter()
                 .any(|i| {
-                    std::fs::read_to_string(&i.file).is_ok_and(|t| {
+                    crate::port::texts::text(&i.file).is_some_and(|t| {
                         crate::port::parse::parse(&t)
                             .module
                             .body

@@ -80,8 +80,8 @@ impl Checker<'_> {
         crate::port::program::imports::modules_of(path, self.src)
             .iter()
             .all(|m| {
-                std::fs::read_to_string(&m.file)
-                    .is_ok_and(|t| !t.to_ascii_lowercase().contains("cuda"))
+                crate::port::texts::text(&m.file)
+                    .is_some_and(|t| !t.to_ascii_lowercase().contains("cuda"))
             })
     }
 }

@@ -178,7 +178,7 @@ fn project_facts(path: &Path) -> Option<(Facts, PathBuf)> {
     }
     let files = tree::project_files(path);
     let said: Vec<Said> = tree::side_by_side(&files, |f| {
-        let text = std::fs::read_to_string(f).ok()?;
+        let text = crate::port::texts::text(f)?;
         let torch = torch_of_code(&text)
             .map(|(v, what)| (v, format!("{} {what}", tree::shown(f, &project))));
         let selects_other = selects_other(&text);
