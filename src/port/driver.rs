@@ -123,7 +123,7 @@ pub fn run_to(
     super::program::tree::read_entries(&found.files);
     // Largest files first (no big file starts last, keeping one core busy alone); the reports
     // are put back in the files' order.
-    let mut order: Vec<(u64, usize)> = (found.files.iter().enumerate())
+    let mut order: Vec<(u64, usize)> = (found.files.par_iter().enumerate())
         .map(|(i, p)| (std::fs::metadata(p).map_or(0, |m| m.len()), i))
         .collect();
     order.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));

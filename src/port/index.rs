@@ -7,9 +7,8 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use aho_corasick::{AhoCorasick, AhoCorasickKind};
-
 use super::facts;
+use super::needles::Needles;
 use super::rules::{Matcher, RuleSet};
 
 /// Lookup tables over a rule set, built once and shared by all files.
@@ -24,10 +23,9 @@ pub struct RuleIndex {
     /// Rules that run a built-in analysis ([`Matcher::Lint`]).
     pub(super) lints: Vec<usize>,
     pub(super) roots: HashSet<String>,
-    needle_set: Option<AhoCorasick>,
+    needle_set: Needles,
     /// Per rule: all of these groups must be present, each group = any of its needles.
     needle_ids: Vec<Vec<Vec<usize>>>,
-    needle_count: usize,
     /// Lints that report only in a file that runs as a program, or where its text spells one
     /// of some words ([`crate::port::rules::Lint::program_gate`]): off in any other file (a
     /// module-level call is what makes a program: [`facts::could_run_as_program`]), so that a
@@ -55,9 +53,8 @@ impl RuleIndex {
             strings: vec![],
             lints: vec![],
             roots: set.module_roots(),
-            needle_set: None,
+            needle_set: Needles::new::<&str>(&[]),
             needle_ids: vec![],
-            needle_count: 0,
             gated: vec![],
             extension_trees: vec![],
             package_once: vec![],
@@ -132,28 +129,15 @@ impl RuleIndex {
         // Longest prefix first, so the most specific fallback wins.
         ix.prefixes
             .sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
-        ix.needle_count = needles.len();
-        // A DFA: the fastest search (every file is scanned once, with every needle), at the
-        // price of a larger automaton built once per run. Case-sensitive, over the text in
-        // lower case: the same matches as an ASCII-case-insensitive automaton, a third faster
-        // (the insensitive DFA is larger; measured on the transformers corpus).
-        ix.needle_set = AhoCorasick::builder()
-            .kind(Some(AhoCorasickKind::DFA))
-            .build(&needles)
-            .ok();
+        // Every file is searched once, with every needle ([`Needles`]), ASCII case ignored.
+        ix.needle_set = Needles::new(&needles);
         ix
     }
 
     /// Which rules could fire on this text, of the file at `path` (every needle of the rule
     /// occurs in it, and a program's lint has a program or its words).
     pub fn active(&self, source: &str, path: Option<&Path>) -> Vec<bool> {
-        let mut present = vec![false; self.needle_count];
-        if let Some(ac) = &self.needle_set {
-            let lower = source.to_ascii_lowercase();
-            for m in ac.find_overlapping_iter(lower.as_str()) {
-                present[m.pattern().as_usize()] = true;
-            }
-        }
+        let present = self.needle_set.present(source);
         let mut active: Vec<bool> = self
             .needle_ids
             .iter()

@@ -43,6 +43,7 @@ pub mod ignored;
 pub mod imports;
 pub mod index;
 pub mod located;
+pub mod needles;
 pub mod neighbours;
 pub mod noqa;
 pub mod notebook;
