@@ -168,8 +168,13 @@ pub fn fact<T: Clone>(kept: &Kept<T>, path: &Path, learn: impl FnOnce(&str) -> T
 /// The top package directory above the file (the highest folder of a chain that holds
 /// `__init__.py`), or None for a loose module.
 fn top_package(path: &Path) -> Option<PathBuf> {
+    top_package_from(path.parent())
+}
+
+/// [`top_package`] of a module in `folder`.
+fn top_package_from(folder: Option<&Path>) -> Option<PathBuf> {
     let mut top = None;
-    let mut dir = path.parent();
+    let mut dir = folder;
     while let Some(d) = dir {
         if !is_file(&d.join("__init__.py")) {
             break;
@@ -277,9 +282,14 @@ pub fn set_run_roots(paths: &[PathBuf]) {
 /// in `pos_histograms/create_dic_for_histograms/` of a project whose root module loads pickled
 /// models).
 pub fn project_of(path: &Path) -> PathBuf {
-    let dir = match top_package(path) {
+    project_of_folder(path.parent())
+}
+
+/// [`project_of`] a module in `folder`.
+fn project_of_folder(folder: Option<&Path>) -> PathBuf {
+    let dir = match top_package_from(folder) {
         Some(top) => top.parent().map(Path::to_path_buf),
-        None => path.parent().map(Path::to_path_buf),
+        None => folder.map(Path::to_path_buf),
     }
     .unwrap_or_default();
     let dir = if dir.as_os_str().is_empty() {
@@ -361,6 +371,9 @@ fn python_files(dir: &Path, nested: bool, out: &mut Vec<PathBuf>) {
 /// Folder of an importing file → the `src` folders of its project that hold packages.
 static SRC_ROOTS: LazyLock<Mutex<HashMap<PathBuf, Arc<Vec<PathBuf>>>>> =
     LazyLock::new(Default::default);
+/// Project folder ([`project_of`]) → the same.
+static PROJECT_SRC_ROOTS: LazyLock<Mutex<HashMap<PathBuf, Arc<Vec<PathBuf>>>>> =
+    LazyLock::new(Default::default);
 
 /// The `src` folders of the project of a file in `dir` ([`project_of`]) that hold packages: a
 /// folder named `src`, not itself a package, with a package in it (`pip install -e .` of a src
@@ -370,8 +383,29 @@ pub fn src_roots(dir: &Path) -> Arc<Vec<PathBuf>> {
     if let Some(known) = SRC_ROOTS.lock().ok().and_then(|k| k.get(dir).cloned()) {
         return known;
     }
+    // Every folder of a project has its roots: they are found once per project.
+    let project = project_of_folder(Some(dir));
+    let found = PROJECT_SRC_ROOTS
+        .lock()
+        .ok()
+        .and_then(|k| k.get(&project).cloned());
+    let roots = found.unwrap_or_else(|| {
+        let roots = Arc::new(src_roots_of(&project));
+        if let Ok(mut k) = PROJECT_SRC_ROOTS.lock() {
+            k.insert(project, roots.clone());
+        }
+        roots
+    });
+    if let Ok(mut k) = SRC_ROOTS.lock() {
+        k.insert(dir.to_path_buf(), roots.clone());
+    }
+    roots
+}
+
+/// [`src_roots`] of the project folder `project`.
+fn src_roots_of(project: &Path) -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = vec![];
-    for f in project_files(&dir.join("__probe__.py")).iter() {
+    for f in listing(project, true).iter() {
         if f.file_name().is_none_or(|n| n != "__init__.py") {
             continue;
         }
@@ -384,10 +418,6 @@ pub fn src_roots(dir: &Path) -> Arc<Vec<PathBuf>> {
         {
             roots.push(root.to_path_buf());
         }
-    }
-    let roots = Arc::new(roots);
-    if let Ok(mut k) = SRC_ROOTS.lock() {
-        k.insert(dir.to_path_buf(), roots.clone());
     }
     roots
 }
@@ -432,6 +462,9 @@ pub(super) fn forget() {
         l.clear();
     }
     if let Ok(mut r) = SRC_ROOTS.lock() {
+        r.clear();
+    }
+    if let Ok(mut r) = PROJECT_SRC_ROOTS.lock() {
         r.clear();
     }
 }
